@@ -1,0 +1,67 @@
+"""Exception types with one-line messages that name the field, the rule and the value.
+
+Every input problem a user can cause (a malformed profile, trace or configuration)
+raises :class:`InputError`; the CLI prints ``str(err)`` on one line and exits with
+status 2. Internal invariants use ``assert``; they are bugs, not input errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MoesimError", "InputError", "NotFittedError", "format_value"]
+
+
+def format_value(value: Any, limit: int = 80) -> str:
+    """Render a value for an error message: ``repr`` for strings, cut to ``limit`` chars."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class MoesimError(Exception):
+    """Base class of every error moesim raises on purpose."""
+
+
+class InputError(MoesimError, ValueError):
+    """Bad user input: names where it came from, the field, the rule and the value.
+
+    >>> str(InputError("ufs.read_bw_GBps", "must be > 0", -1.0, source="my.toml"))
+    'my.toml: ufs.read_bw_GBps must be > 0, got -1.0'
+    """
+
+    def __init__(
+        self,
+        field: str,
+        rule: str,
+        value: Any = None,
+        *,
+        source: str | None = None,
+        show_value: bool = True,
+    ) -> None:
+        self.field = field
+        self.rule = rule
+        self.value = value
+        self.source = source
+        message = f"{field} {rule}" if rule else field
+        if show_value:
+            message += f", got {format_value(value)}"
+        if source:
+            message = f"{source}: {message}"
+        super().__init__(message)
+
+
+class NotFittedError(MoesimError):
+    """A profile number is marked ``fitted`` but has no value yet.
+
+    Raised when a computation needs a number that has not been fitted: moesim never
+    substitutes a silent default for an unknown.
+    """
+
+    def __init__(self, profile: str, field: str) -> None:
+        self.profile = profile
+        self.field = field
+        super().__init__(
+            f"{profile}: {field} is marked 'fitted' and has no value yet; "
+            "calibrate the profile or set the value with its provenance"
+        )

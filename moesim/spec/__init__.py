@@ -1,0 +1,1 @@
+"""Pydantic data: model shapes, device profiles, weight formats, run configurations."""

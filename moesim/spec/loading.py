@@ -1,0 +1,78 @@
+"""Read TOML data files into pydantic models, turning every failure into one InputError.
+
+The message names the file, the dotted field path, the rule and the offending value,
+e.g. ``my.toml: ufs.read_bw_GBps must be > 0, got -1.0``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from moesim.errors import InputError
+
+__all__ = ["read_toml", "validate_data", "input_error_from"]
+
+M = TypeVar("M", bound=BaseModel)
+
+_RULES = {
+    "extra_forbidden": "is not a known field (check the spelling and the unit suffix)",
+    "missing": "is required",
+}
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif parts:
+            parts.append(f".{item}")
+        else:
+            parts.append(str(item))
+    return "".join(parts)
+
+
+def input_error_from(exc: ValidationError, source: str | None) -> InputError:
+    """The first problem of a pydantic ValidationError as a one-line InputError."""
+    err = exc.errors(include_url=False)[0]
+    # Discriminated unions and our own section names put the tag in loc; drop
+    # pydantic's internal function-wrapper entries, keep real field names.
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    field = _path(loc) or "(top level)"
+    more = len(exc.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    kind = err["type"]
+    if kind == "value_error":
+        text = str(err["msg"]).removeprefix("Value error, ")
+        prefix = field + "." if loc else ""
+        return InputError(prefix + text + suffix, "", show_value=False, source=source)
+    rule = _RULES.get(kind) or str(err["msg"]).replace("Input should be", "must be")
+    if kind == "missing":
+        return InputError(field, rule + suffix, show_value=False, source=source)
+    value = f"{err.get('input')!r}{suffix}" if isinstance(err.get("input"), str) else f"{err.get('input')}{suffix}"
+    return InputError(field, f"{rule}, got {value}", show_value=False, source=source)
+
+
+def validate_data(model: type[M], data: dict[str, Any], source: str | None = None) -> M:
+    """Validate a mapping into ``model``; raise InputError on the first problem."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise input_error_from(exc, source) from None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; a missing file or a syntax error becomes an InputError."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise InputError("path", "must name an existing file", str(path)) from None
+    except IsADirectoryError:
+        raise InputError("path", "must be a file, not a directory", str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError("TOML", f"is malformed ({exc})", show_value=False, source=str(path)) from None

@@ -10,13 +10,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from moesim.errors import InputError
 
-__all__ = ["read_toml", "validate_data", "input_error_from"]
+__all__ = ["read_toml", "validate_data", "validate_union", "input_error_from"]
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 _RULES = {
     "extra_forbidden": "is not a known field (check the spelling and the unit suffix)",
@@ -36,9 +37,15 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return "".join(parts)
 
 
-def input_error_from(exc: ValidationError, source: str | None) -> InputError:
-    """The first problem of a pydantic ValidationError as a one-line InputError."""
+def input_error_from(exc: ValidationError, source: str | None, tag: str | None = None) -> InputError:
+    """The first problem of a pydantic ValidationError as a one-line InputError.
+
+    ``tag`` is the discriminator value of a tagged union; pydantic puts it first in
+    the error location, where a user would not look for it, so it is dropped.
+    """
     err = exc.errors(include_url=False)[0]
+    if tag is not None and err["loc"][:1] == (tag,):
+        err["loc"] = err["loc"][1:]
     # Discriminated unions and our own section names put the tag in loc; drop
     # pydantic's internal function-wrapper entries, keep real field names.
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -63,6 +70,15 @@ def validate_data(model: type[M], data: dict[str, Any], source: str | None = Non
         return model.model_validate(data)
     except ValidationError as exc:
         raise input_error_from(exc, source) from None
+
+
+def validate_union(adapter: TypeAdapter[T], data: dict[str, Any], tag: str,
+                   source: str | None = None) -> T:
+    """Validate a mapping through a discriminated-union adapter (``tag`` = its kind)."""
+    try:
+        return adapter.validate_python(data)
+    except ValidationError as exc:
+        raise input_error_from(exc, source, tag=tag) from None
 
 
 def read_toml(path: Path) -> dict[str, Any]:

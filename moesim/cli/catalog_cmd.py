@@ -1,0 +1,55 @@
+"""``moesim models`` and ``moesim devices``: list and validate catalog data."""
+
+from __future__ import annotations
+
+import click
+
+from moesim.cli.output import emit_json, emit_table, fmt_num
+from moesim.report.catalog import model_record, profile_record, profile_rows
+from moesim.spec.catalog import list_models, load_model
+from moesim.spec.profiles import list_profiles, load_profile
+
+__all__ = ["models", "devices"]
+
+_MiB = 2**20
+
+
+@click.command()
+@click.option("--model", "model_ref", metavar="NAME|PATH", help="Show one model (catalog name or TOML file).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def models(model_ref: str | None, as_json: bool) -> None:
+    """List the model catalog with computed expert and resident bytes."""
+    specs = [load_model(model_ref)] if model_ref else list_models()
+    if as_json:
+        emit_json({"models": [model_record(m) for m in specs]})
+        return
+    rows = []
+    for m in specs:
+        shared = f"+{m.moe.num_shared_experts}" if m.moe.num_shared_experts else ""
+        layers = f"{m.num_moe_layers}+{m.num_dense_layers}d" if m.num_dense_layers else str(m.num_moe_layers)
+        rows.append((m.name, layers, m.hidden_size, m.moe.expert_intermediate_size,
+                     f"{m.moe.num_routed_experts}{shared}", m.moe.top_k, m.attention.kind,
+                     fmt_num(m.expert_bytes("q4_0")), fmt_num(m.expert_bytes("native")),
+                     fmt_num(m.resident_non_expert_bytes("q4_0") / _MiB, 1),
+                     f"{m.total_params() / 1e9:.2f}"))
+    emit_table(["model", "moe_layers", "hidden", "expert_ffn", "experts", "top_k", "attn",
+                "expert_B_q4_0", "expert_B_native", "resident_MiB_q4_0", "params_B"], rows)
+
+
+@click.command()
+@click.option("--device", "device_ref", metavar="NAME|PATH",
+              help="Validate and show one profile (bundled name or TOML file).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def devices(device_ref: str | None, as_json: bool) -> None:
+    """List device profiles, or validate and show one with --device."""
+    profiles = [load_profile(device_ref)] if device_ref else list_profiles()
+    if as_json:
+        emit_json({"devices": [profile_record(p) for p in profiles]})
+        return
+    if device_ref:
+        p = profiles[0]
+        click.echo(f"{p.name} ({p.kind}): {p.display_name}")
+        emit_table(["field", "value", "provenance"], profile_rows(p))
+        return
+    rows = [(p.name, p.kind, len(profile_record(p)["pending_fit"]), p.display_name) for p in profiles]
+    emit_table(["device", "kind", "pending_fit", "description"], rows)

@@ -1,0 +1,65 @@
+"""Rendering for the CLI: stable JSON and plain-text tables (no terminal-width wrapping)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+__all__ = ["emit_json", "render_table", "emit_table", "fmt_num"]
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def emit_json(obj: Any) -> None:
+    """Print ``obj`` as JSON: sorted keys, two-space indent, NaN/inf as null."""
+    click.echo(json.dumps(_clean(obj), indent=2, sort_keys=True, allow_nan=False))
+
+
+def fmt_num(value: float | int | None, digits: int = 3) -> str:
+    """Human number: thousands separators for ints, ``digits`` significant-ish decimals."""
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Left-align text, right-align numbers; columns separated by two spaces."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    numeric = [all(_is_num(r[i]) for r in rows) and bool(rows) for i in range(len(headers))]
+    lines = []
+    for n, row in enumerate(cells):
+        parts = [c.rjust(w) if numeric[i] and n else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(parts).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _is_num(value: Any) -> bool:
+    if isinstance(value, (int, float)):
+        return True
+    text = str(value).replace(",", "").replace("%", "")
+    try:
+        float(text)
+    except ValueError:
+        return text == "-"
+    return True
+
+
+def emit_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    click.echo(render_table(headers, rows))

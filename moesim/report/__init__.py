@@ -1,0 +1,1 @@
+"""Tables and records for people: summaries of specs and results (plots imported lazily)."""

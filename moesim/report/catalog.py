@@ -1,0 +1,58 @@
+"""Flat records of models and device profiles, for JSON output and tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moesim.spec.model import RECIPES, ModelSpec
+from moesim.spec.profiles import AnyProfile, profile_hash
+from moesim.spec.sections import numeric_fields
+
+__all__ = ["model_record", "profile_record", "profile_rows"]
+
+
+def _bytes_record(model: ModelSpec, recipe: str) -> dict[str, Any]:
+    return {
+        "expert_B": model.expert_bytes(recipe),
+        "resident_non_expert_B": model.resident_non_expert_bytes(recipe),
+        "total_B": model.total_weight_bytes(recipe),
+        "by_class_B": {c.value: b for c, b in model.bytes_by_class(recipe).items()},
+        "fallbacks": model.fallbacks(recipe),
+    }
+
+
+def model_record(model: ModelSpec) -> dict[str, Any]:
+    """Shape, formats, provenance and computed bytes of one model (stable keys)."""
+    record = model.model_dump(mode="json", exclude_none=True)
+    record["num_moe_layers"] = model.num_moe_layers
+    record["num_attention_layers"] = model.num_attention_layers
+    record["params"] = {"total": model.total_params(), "active": model.active_params()}
+    record["kv_cache_fp16_B_per_token"] = model.kv_cache_bytes_per_token()
+    record["bytes"] = {name: _bytes_record(model, name) for name in ["native", *RECIPES]}
+    return record
+
+
+def profile_record(profile: AnyProfile) -> dict[str, Any]:
+    """The profile as data, with its hash and the numbers still pending a fit."""
+    record = profile.model_dump(mode="json", exclude_none=True)
+    record["profile_hash"] = profile_hash(profile)
+    record["pending_fit"] = [f"{name}.{field}" for name, sec in profile.sections().items()
+                             for field in sec.pending()]
+    return record
+
+
+def profile_rows(profile: AnyProfile) -> list[tuple[str, str, str]]:
+    """(field, value, provenance) for every number and setting of a profile."""
+    rows: list[tuple[str, str, str]] = []
+    for name, sec in profile.sections().items():
+        nums = set(numeric_fields(type(sec)))
+        for field in type(sec).model_fields:
+            if field == "provenance":
+                continue
+            value = getattr(sec, field)
+            note = sec.provenance.get(field, "")
+            if value is None and not note:
+                continue
+            shown = "(pending fit)" if value is None else str(value)
+            rows.append((f"{name}.{field}", shown, note if field in nums else ""))
+    return rows

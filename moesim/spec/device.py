@@ -1,0 +1,199 @@
+"""Device profiles: hardware as data, one pydantic model per profile kind.
+
+``kind = "mobile-npu"``: a phone SoC streaming experts from UFS to a Hexagon HTP.
+``kind = "gpu-server"``: GPUs with HBM, with a separate *runtime* section so that the
+software (a Transformers per-expert loop, a fused MoE kernel) can be swapped in a what-if.
+Every number has a unit suffix and a provenance note (see :mod:`moesim.spec.sections`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+from moesim.spec.sections import Section
+
+__all__ = [
+    "MemorySection", "UFSSection", "HTPSection", "ArenaSection", "CPUSection",
+    "NPURuntimeSection", "GPUSection", "GPURuntimeSection",
+    "MobileNPUProfile", "GPUServerProfile", "DeviceProfile",
+]
+
+
+class MemorySection(Section):
+    """DRAM of the device (LPDDR on phones; host DRAM on servers)."""
+
+    capacity_GiB: PositiveFloat
+    usable_GiB: PositiveFloat
+    peak_bw_GBps: PositiveFloat
+    transfer_rate_MTps: PositiveFloat | None = None
+    runtime_overhead_MiB: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _usable_fits(self) -> MemorySection:
+        if self.usable_GiB > self.capacity_GiB:
+            raise ValueError(f"usable_GiB must be <= capacity_GiB ({self.capacity_GiB}), got {self.usable_GiB}")
+        return self
+
+
+class UFSSection(Section):
+    """UFS flash: one command queue, per-request latency, peak sequential bandwidth."""
+
+    version: str
+    peak_read_bw_GBps: PositiveFloat
+    random_read_bw_512KiB_GBps: PositiveFloat
+    random_read_bw_4KiB_GBps: PositiveFloat
+    read_latency_us: PositiveFloat | None = None
+    queue_slots_count: PositiveInt
+    default_queue_depth_count: PositiveInt
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UFSSection:
+        if self.default_queue_depth_count > self.queue_slots_count:
+            raise ValueError("default_queue_depth_count must be <= queue_slots_count "
+                             f"({self.queue_slots_count}), got {self.default_queue_depth_count}")
+        for name in ("random_read_bw_512KiB_GBps", "random_read_bw_4KiB_GBps"):
+            if getattr(self, name) > self.peak_read_bw_GBps:
+                raise ValueError(f"{name} must be <= peak_read_bw_GBps ({self.peak_read_bw_GBps}), "
+                                 f"got {getattr(self, name)}")
+        return self
+
+
+class HTPSection(Section):
+    """Hexagon tensor processor: HVX vector contexts, HMX matrix unit, VTCM, DMA."""
+
+    arch: str
+    clock_GHz: PositiveFloat | None = None
+    hvx_contexts_count: PositiveInt
+    hvx_vector_B: PositiveInt
+    hmx_tile_rows_count: PositiveInt
+    hmx_tile_cols_count: PositiveInt
+    hmx_fp16_TFLOPS: PositiveFloat | None = None
+    hvx_int8_TOPS: PositiveFloat | None = None
+    vtcm_MiB: PositiveFloat
+    dma_bw_GBps: PositiveFloat | None = None
+    call_overhead_us: PositiveFloat | None = None
+
+
+class ArenaSection(Section):
+    """The bounded, fixed-address expert arena shared with the NPU."""
+
+    max_mapped_GiB: PositiveFloat
+    min_banks_count: PositiveInt
+    bank_alignment_KiB: PositiveFloat
+
+
+class CPUSection(Section):
+    """Application CPU clusters (CPU-resident baseline and loader threads)."""
+
+    prime_cores_count: PositiveInt
+    prime_clock_GHz: PositiveFloat
+    perf_cores_count: int = Field(ge=0)
+    perf_clock_GHz: PositiveFloat
+    q4_0_gemm_GFLOPS: PositiveFloat | None = None
+
+    @property
+    def cores(self) -> int:
+        return self.prime_cores_count + self.perf_cores_count
+
+
+class NPURuntimeSection(Section):
+    """Software costs on the phone: graph execution, page-cache behaviour for mmap."""
+
+    page_KiB: PositiveFloat
+    page_fault_us: PositiveFloat | None = None
+
+
+class GPUSection(Section):
+    """One GPU model, replicated ``gpus_count`` times, with HBM and NVLink."""
+
+    model: str
+    gpus_count: PositiveInt
+    sm_count: PositiveInt
+    hbm_capacity_GiB: PositiveFloat
+    hbm_peak_bw_TBps: PositiveFloat
+    hbm_measured_read_bw_TBps: PositiveFloat
+    hbm_measured_triad_bw_TBps: PositiveFloat
+    bf16_dense_TFLOPS: PositiveFloat
+    fp8_dense_TFLOPS: PositiveFloat
+    nvlink_bw_GBps: PositiveFloat
+
+    @model_validator(mode="after")
+    def _measured_below_peak(self) -> GPUSection:
+        for name in ("hbm_measured_read_bw_TBps", "hbm_measured_triad_bw_TBps"):
+            if getattr(self, name) > self.hbm_peak_bw_TBps:
+                raise ValueError(f"{name} must be <= hbm_peak_bw_TBps ({self.hbm_peak_bw_TBps}), "
+                                 f"got {getattr(self, name)}")
+        if self.fp8_dense_TFLOPS < self.bf16_dense_TFLOPS:
+            raise ValueError(f"fp8_dense_TFLOPS must be >= bf16_dense_TFLOPS ({self.bf16_dense_TFLOPS}), "
+                             f"got {self.fp8_dense_TFLOPS}")
+        return self
+
+
+class GPURuntimeSection(Section):
+    """The serving software, separate from the hardware (BRIEF.md section 2)."""
+
+    kind: Literal["transformers-loop", "fused-moe"]
+    parallelism: Literal["layer-split", "tensor-parallel"]
+    per_active_expert_us: PositiveFloat | None = None
+    per_layer_fixed_us: PositiveFloat | None = None
+    per_step_fixed_ms: PositiveFloat | None = None
+    hbm_efficiency_ratio: Annotated[float, Field(gt=0, le=1)] | None = None
+
+
+class _Profile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    display_name: str
+    description: str = ""
+
+
+class MobileNPUProfile(_Profile):
+    """A phone SoC: UFS -> DRAM arena -> Hexagon HTP (EStream's hardware)."""
+
+    kind: Literal["mobile-npu"]
+    memory: MemorySection
+    ufs: UFSSection
+    htp: HTPSection
+    arena: ArenaSection
+    cpu: CPUSection
+    runtime: NPURuntimeSection
+
+    @model_validator(mode="after")
+    def _cross(self) -> MobileNPUProfile:
+        if self.arena.max_mapped_GiB > self.memory.usable_GiB:
+            raise ValueError(f"arena.max_mapped_GiB must be <= memory.usable_GiB ({self.memory.usable_GiB}), "
+                             f"got {self.arena.max_mapped_GiB}")
+        if self.ufs.peak_read_bw_GBps >= self.memory.peak_bw_GBps:
+            raise ValueError(f"ufs.peak_read_bw_GBps must be < memory.peak_bw_GBps ({self.memory.peak_bw_GBps}), "
+                             f"got {self.ufs.peak_read_bw_GBps}")
+        return self
+
+    def sections(self) -> dict[str, Section]:
+        return {"memory": self.memory, "ufs": self.ufs, "htp": self.htp, "arena": self.arena,
+                "cpu": self.cpu, "runtime": self.runtime}
+
+
+class GPUServerProfile(_Profile):
+    """GPUs with HBM running batch-1 speculative decoding (EcoSpec's hardware)."""
+
+    kind: Literal["gpu-server"]
+    gpu: GPUSection
+    memory: MemorySection
+    runtime: GPURuntimeSection
+
+    @model_validator(mode="after")
+    def _cross(self) -> GPUServerProfile:
+        hbm_GBps = self.gpu.hbm_peak_bw_TBps * 1000
+        if hbm_GBps <= self.memory.peak_bw_GBps:
+            raise ValueError(f"gpu.hbm_peak_bw_TBps must exceed host memory.peak_bw_GBps "
+                             f"({self.memory.peak_bw_GBps} GB/s), got {self.gpu.hbm_peak_bw_TBps}")
+        return self
+
+    def sections(self) -> dict[str, Section]:
+        return {"gpu": self.gpu, "memory": self.memory, "runtime": self.runtime}
+
+
+DeviceProfile = Annotated[MobileNPUProfile | GPUServerProfile, Field(discriminator="kind")]

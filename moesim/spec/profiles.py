@@ -1,0 +1,88 @@
+"""Load device profiles from ``device_profiles/*.toml`` (bundled) or any TOML path.
+
+Before schema validation every numeric key is checked for a unit suffix, so a field
+written without its unit gets a message that says so rather than "unknown field".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from moesim.errors import InputError
+from moesim.spec.device import DeviceProfile, GPUServerProfile, MobileNPUProfile
+from moesim.spec.loading import read_toml, validate_union
+from moesim.units import UNIT_SUFFIXES, unit_of
+
+__all__ = ["profile_dir", "profile_names", "load_profile", "list_profiles", "profile_hash",
+           "AnyProfile"]
+
+AnyProfile = MobileNPUProfile | GPUServerProfile
+_ADAPTER: TypeAdapter[AnyProfile] = TypeAdapter(DeviceProfile)
+_NON_NUMERIC_TABLES = {"provenance"}
+
+
+def profile_dir() -> Path:
+    """Bundled profiles: inside the wheel, or ``device_profiles/`` of a source checkout."""
+    here = Path(__file__).resolve().parent.parent
+    bundled = here / "_bundled" / "device_profiles"
+    return bundled if bundled.is_dir() else here.parent / "device_profiles"
+
+
+def profile_names() -> list[str]:
+    return sorted(p.stem for p in profile_dir().glob("*.toml"))
+
+
+def _check_units(data: dict[str, Any], source: str, prefix: str = "") -> None:
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            if key not in _NON_NUMERIC_TABLES:
+                _check_units(value, source, path + ".")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and unit_of(key) is None:
+            units = ", ".join(UNIT_SUFFIXES)
+            raise InputError(path, f"is a number without a unit suffix (name it with one of {units})",
+                             value, source=source)
+
+
+def _read(path: Path) -> AnyProfile:
+    data = read_toml(path)
+    _check_units(data, str(path))
+    if "kind" not in data:
+        raise InputError("kind", "is required (\"mobile-npu\" or \"gpu-server\")", show_value=False,
+                         source=str(path))
+    return validate_union(_ADAPTER, data, tag=str(data["kind"]), source=str(path))
+
+
+@cache
+def _bundled(name: str) -> AnyProfile:
+    profile = _read(profile_dir() / f"{name}.toml")
+    assert profile.name == name, f"{name}.toml declares name {profile.name!r}"
+    return profile
+
+
+def load_profile(name_or_path: str | Path) -> AnyProfile:
+    """A bundled profile by name (``sd8-elite-gen5``) or a profile TOML file by path."""
+    text = str(name_or_path)
+    if text in profile_names():
+        return _bundled(text)
+    path = Path(text)
+    if path.suffix == ".toml" or path.exists():
+        return _read(path)
+    raise InputError("device", f"must be a bundled profile ({', '.join(profile_names())}) or a .toml file",
+                     text)
+
+
+def list_profiles() -> list[AnyProfile]:
+    return [_bundled(n) for n in profile_names()]
+
+
+def profile_hash(profile: AnyProfile) -> str:
+    """sha256 of the profile's canonical JSON: identifies the exact numbers a run used."""
+    canonical = json.dumps(profile.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]

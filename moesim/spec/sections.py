@@ -1,0 +1,85 @@
+"""Base class for profile sections: every number carries a unit suffix and a provenance.
+
+A section's ``provenance`` table maps each numeric field to a note that starts with its
+kind: ``spec:``, ``paper:``, ``measured:``, ``fitted:``, ``derived:`` or ``assumed:``.
+A number that is not known yet is left out of the file and given the provenance
+``fitted: pending ...``; an optional number with neither value nor note is "not given"; code that needs it calls :meth:`Section.require`, which raises
+:class:`~moesim.errors.NotFittedError` instead of inventing a default.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from moesim.errors import NotFittedError
+
+__all__ = ["PROVENANCE_KINDS", "Section", "numeric_fields", "provenance_kind"]
+
+PROVENANCE_KINDS = ("spec", "paper", "measured", "fitted", "derived", "assumed")
+
+
+def _is_numeric(annotation: Any) -> bool:
+    if annotation in (int, float):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _is_numeric(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_numeric(a) for a in typing.get_args(annotation))
+    return False
+
+
+def numeric_fields(cls: type[BaseModel]) -> list[str]:
+    """Names of the int/float fields of a pydantic model class, in declaration order."""
+    return [n for n, f in cls.model_fields.items() if _is_numeric(f.annotation)]
+
+
+def provenance_kind(note: str) -> str:
+    """The kind prefix of a provenance note (``'spec: JEDEC'`` -> ``'spec'``)."""
+    return note.split(":", 1)[0].strip().lower()
+
+
+class Section(BaseModel):
+    """A profile section: numeric fields with unit suffixes plus their provenance notes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provenance: dict[str, str] = Field(
+        default_factory=dict, description="field name -> 'kind: note' for every number")
+
+    @model_validator(mode="after")
+    def _every_number_sourced(self) -> Section:
+        numeric = numeric_fields(type(self))
+        kinds = ", ".join(f"'{k}:'" for k in PROVENANCE_KINDS)
+        for name in numeric:
+            note = self.provenance.get(name)
+            if note is None and getattr(self, name) is None:
+                continue  # not given (optional and not needed by this device)
+            if note is None:
+                raise ValueError(f"provenance.{name} is required: every number needs a source note")
+            kind = provenance_kind(note)
+            if kind not in PROVENANCE_KINDS:
+                raise ValueError(f"provenance.{name} must start with one of {kinds}, got {note!r}")
+            if getattr(self, name) is None and kind != "fitted":
+                raise ValueError(f"{name} may be left out only while its provenance is "
+                                 f"'fitted: pending ...', got {note!r}")
+        for key in self.provenance:
+            if key not in numeric:
+                raise ValueError(f"provenance.{key} names no numeric field of this section")
+        return self
+
+    def require(self, name: str, profile: str = "profile") -> float:
+        """The value of ``name``; NotFittedError when it is still pending a fit."""
+        value = getattr(self, name)
+        if value is None:
+            raise NotFittedError(profile, f"{type(self).__name__}.{name}")
+        return float(value)
+
+    def pending(self) -> list[str]:
+        """Numeric fields marked 'fitted: pending' that have no value yet."""
+        return [n for n in numeric_fields(type(self)) if getattr(self, n) is None and n in self.provenance]
+

@@ -35,6 +35,7 @@ UNIT_SUFFIXES: Final[dict[str, str]] = {
     "_MBps": "megabytes per second (1e6 B/s)",
     "_MTps": "mega-transfers per second",
     "_TFLOPS": "1e12 floating-point operations per second",
+    "_GFLOPS": "1e9 floating-point operations per second",
     "_TOPS": "1e12 integer operations per second",
     "_GHz": "gigahertz",
     "_MHz": "megahertz",

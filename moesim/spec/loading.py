@@ -37,18 +37,31 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return "".join(parts)
 
 
-def input_error_from(exc: ValidationError, source: str | None, tag: str | None = None) -> InputError:
-    """The first problem of a pydantic ValidationError as a one-line InputError.
+def _user_loc(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
+    """Drop the entries pydantic adds that are not keys of the user's data.
 
-    ``tag`` is the discriminator value of a tagged union; pydantic puts it first in
-    the error location, where a user would not look for it, so it is dropped.
+    A discriminated union puts its tag (``"gqa"``, ``"gpu-server"``) in the location;
+    a user looks for ``attention.num_heads``, not ``attention.gqa.num_heads``.
     """
+    out: list[int | str] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and isinstance(part, str) and part not in node and node.get("kind") == part:
+            continue
+        out.append(part)
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return tuple(out)
+
+
+def input_error_from(exc: ValidationError, source: str | None, data: Any = None) -> InputError:
+    """The first problem of a pydantic ValidationError as a one-line InputError."""
     err = exc.errors(include_url=False)[0]
-    if tag is not None and err["loc"][:1] == (tag,):
-        err["loc"] = err["loc"][1:]
-    # Discriminated unions and our own section names put the tag in loc; drop
-    # pydantic's internal function-wrapper entries, keep real field names.
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    loc = _user_loc(tuple(err["loc"]), data)
     field = _path(loc) or "(top level)"
     more = len(exc.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
@@ -69,16 +82,15 @@ def validate_data(model: type[M], data: dict[str, Any], source: str | None = Non
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise input_error_from(exc, source) from None
+        raise input_error_from(exc, source, data) from None
 
 
-def validate_union(adapter: TypeAdapter[T], data: dict[str, Any], tag: str,
-                   source: str | None = None) -> T:
-    """Validate a mapping through a discriminated-union adapter (``tag`` = its kind)."""
+def validate_union(adapter: TypeAdapter[T], data: dict[str, Any], source: str | None = None) -> T:
+    """Validate a mapping through a discriminated-union adapter."""
     try:
         return adapter.validate_python(data)
     except ValidationError as exc:
-        raise input_error_from(exc, source, tag=tag) from None
+        raise input_error_from(exc, source, data) from None
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -56,7 +56,7 @@ def _read(path: Path) -> AnyProfile:
     if "kind" not in data:
         raise InputError("kind", "is required (\"mobile-npu\" or \"gpu-server\")", show_value=False,
                          source=str(path))
-    return validate_union(_ADAPTER, data, tag=str(data["kind"]), source=str(path))
+    return validate_union(_ADAPTER, data, source=str(path))
 
 
 @cache

@@ -1,0 +1,57 @@
+"""Shared fixtures: a CLI runner that returns (exit code, stdout, stderr), profile files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from moesim.cli import main
+from moesim.spec.profiles import profile_dir
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run ``moesim ARGS`` in-process through the real entry point."""
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def phone_profile_text() -> str:
+    """The bundled phone profile's TOML text, for tests that break it on purpose."""
+    return (profile_dir() / "sd8-elite-gen5.toml").read_text()
+
+
+@pytest.fixture
+def write_profile(tmp_path: Path) -> Callable[[str], Path]:
+    def write(text: str, name: str = "my-device.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO
+
+

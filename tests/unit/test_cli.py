@@ -1,0 +1,63 @@
+"""CLI conventions: one-line errors with exit 2, --debug tracebacks, --json everywhere."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from moesim.cli import cli
+
+
+def test_every_command_has_json_flag() -> None:
+    def walk(cmd, path):  # type: ignore[no-untyped-def]
+        sub = getattr(cmd, "commands", None)
+        if sub:
+            for name, child in sub.items():
+                yield from walk(child, [*path, name])
+        else:
+            yield path, cmd
+
+    commands = list(walk(cli, []))
+    names = {" ".join(p) for p, _ in commands}
+    for expected in ("models", "devices", "prefill", "autoconfig", "specdecode", "calibrate", "validate"):
+        assert expected in names
+    for path, cmd in commands:
+        opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
+        assert "--json" in opts, " ".join(path)
+
+
+def test_usage_error_is_one_line_exit_2(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("models", "--no-such-flag")
+    assert res.code == 2 and res.err.count("\n") == 1 and "--no-such-flag" in res.err
+
+
+def test_debug_shows_traceback(run_cli) -> None:  # type: ignore[no-untyped-def]
+    from moesim.errors import InputError
+
+    with pytest.raises(InputError):
+        run_cli("--debug", "models", "--model", "nope")
+
+
+@pytest.mark.parametrize("command", ["prefill", "autoconfig", "specdecode", "calibrate", "validate"])
+def test_planned_commands_say_so_and_fail(run_cli, command) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(command, "--json")
+    assert res.code == 3 and "not available yet" in res.err and res.out == ""
+
+
+def test_devices_json(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("devices", "--json")
+    data = json.loads(res.out)
+    assert [d["name"] for d in data["devices"]] == ["h200x8-fused", "h200x8-hf", "sd8-elite-gen5"]
+    assert all(len(d["profile_hash"]) == 16 for d in data["devices"])
+
+
+def test_python_dash_m_and_console_script() -> None:
+    out = subprocess.run([sys.executable, "-m", "moesim", "devices", "--device", "nope"],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 2 and out.stderr.startswith("moesim: error: device must be")
+    assert "Traceback" not in out.stderr
+
+
+def test_json_is_deterministic(run_cli) -> None:  # type: ignore[no-untyped-def]
+    assert run_cli("models", "--json").out == run_cli("models", "--json").out

@@ -1,0 +1,120 @@
+"""Generate the schema reference pages (docs/reference/*.md) from the pydantic models.
+
+Run ``python -m moesim.report.schema_doc docs/reference`` after changing a schema; the
+test suite fails when the committed pages differ from what this module generates.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import typing
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from moesim.spec.catalog import list_models
+from moesim.spec.device import GPUServerProfile, MobileNPUProfile
+from moesim.spec.formats import FORMAT_INFO
+from moesim.spec.model import RECIPES, GQAttention, MLAttention, ModelSpec, MoEShape, WeightRecipe
+from moesim.spec.sections import PROVENANCE_KINDS, Section
+from moesim.units import UNIT_SUFFIXES, unit_of
+
+__all__ = ["render_profiles_reference", "render_models_reference", "write_reference"]
+
+
+def _type_name(annotation: typing.Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if origin is typing.Literal:
+        return " or ".join(f'"{a}"' for a in args)
+    if origin is not None:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in args)}]"
+    if annotation is type(None):
+        return "None"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _field_table(cls: type[BaseModel]) -> list[str]:
+    lines = ["| field | type | unit | required | description |", "|---|---|---|---|---|"]
+    for name, field in cls.model_fields.items():
+        if name == "provenance" and issubclass(cls, Section):
+            continue
+        unit = unit_of(name) or ""
+        required = "yes" if field.is_required() else "no"
+        desc = (field.description or "").replace("|", "/")
+        lines.append(f"| `{name}` | {_type_name(field.annotation)} | {unit.lstrip('_')} | {required} | {desc} |")
+    return lines
+
+
+def _section_classes(profile_cls: type[BaseModel]) -> list[tuple[str, type[BaseModel]]]:
+    out: list[tuple[str, type[BaseModel]]] = []
+    for name, field in profile_cls.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, Section):
+            out.append((name, ann))
+    return out
+
+
+def render_profiles_reference() -> str:
+    lines = ["# Device profile schema", "",
+             "Generated from the pydantic models by `python -m moesim.report.schema_doc docs/reference`;",
+             "do not edit by hand. Profiles are TOML files; unknown fields are rejected.", "",
+             "Every number carries a unit suffix and, in the section's `[<section>.provenance]` table,",
+             "a note whose first word is its kind: " + ", ".join(f"`{k}:`" for k in PROVENANCE_KINDS) + ".",
+             "A number not known yet is left out and noted `fitted: pending ...`; code that needs it",
+             "stops with a NotFittedError rather than using a default.", "",
+             "## Unit suffixes", "", "| suffix | meaning |", "|---|---|"]
+    lines += [f"| `{s}` | {m} |" for s, m in UNIT_SUFFIXES.items()]
+    for profile_cls in (MobileNPUProfile, GPUServerProfile):
+        kind = typing.get_args(profile_cls.model_fields["kind"].annotation)[0]
+        lines += ["", f"## kind = \"{kind}\" ({profile_cls.__name__})", "", (profile_cls.__doc__ or "").strip(), ""]
+        for section, cls in _section_classes(profile_cls):
+            lines += [f"### [{section}]", "", (cls.__doc__ or "").strip(), ""] + _field_table(cls) + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_models_reference() -> str:
+    lines = ["# Model schema and catalog", "",
+             "Generated from the pydantic models by `python -m moesim.report.schema_doc docs/reference`;",
+             "do not edit by hand. A model is a TOML file (the catalog's are in `moesim/spec/models/`);",
+             "pass your own with `--model path/to/model.toml`.", ""]
+    for cls in (ModelSpec, GQAttention, MLAttention, MoEShape, WeightRecipe):
+        lines += [f"## {cls.__name__}", "", (cls.__doc__ or "").strip(), ""] + _field_table(cls) + [""]
+    lines += ["## Weight formats", "", "| format | weights per block | bytes per block | bits per weight | layout |",
+              "|---|---|---|---|---|"]
+    for fmt, info in FORMAT_INFO.items():
+        lines.append(f"| {fmt.value} | {info.block_weights} | {info.block_bytes} | {info.bits_per_weight:g} | {info.source} |")
+    lines += ["", "## Recipes", "", "`native` is each model's checkpoint formats (`native_formats`). Shared recipes:", ""]
+    for name, recipe in RECIPES.items():
+        parts = ", ".join(f"{k}={v.value}" for k, v in recipe.model_dump(exclude_none=True).items())
+        lines.append(f"- `{name}`: {parts}")
+    lines += ["", "## Catalog", "", "| model | MoE layers | dense | hidden | expert ffn | routed | shared | top-k | "
+              "Q4_0 bytes/expert | native bytes/expert | config source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for m in list_models():
+        lines.append(f"| `{m.name}` | {m.num_moe_layers} | {m.num_dense_layers} | {m.hidden_size} | "
+                     f"{m.moe.expert_intermediate_size} | {m.moe.num_routed_experts} | {m.moe.num_shared_experts} | "
+                     f"{m.moe.top_k} | {m.expert_bytes('q4_0'):,} | {m.expert_bytes():,} | {m.provenance} |")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_reference(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    pages = {"profiles.md": render_profiles_reference(), "models.md": render_models_reference()}
+    written = []
+    for name, text in pages.items():
+        path = folder / name
+        tmp = path.with_suffix(".md.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":  # pragma: no cover
+    for p in write_reference(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/reference")):
+        print(p)

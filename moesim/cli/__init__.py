@@ -14,6 +14,8 @@ import click
 from moesim import __version__
 from moesim.cli.catalog_cmd import devices, models
 from moesim.cli.pending_cmd import PENDING
+from moesim.cli.prefill_cmd import prefill
+from moesim.cli.validate_cmd import calibrate, validate
 from moesim.errors import MoesimError
 
 __all__ = ["cli", "main"]
@@ -31,6 +33,9 @@ def cli(debug: bool) -> None:
 
 cli.add_command(models)
 cli.add_command(devices)
+cli.add_command(prefill)
+cli.add_command(validate)
+cli.add_command(calibrate)
 for _command in PENDING:
     cli.add_command(_command)
 

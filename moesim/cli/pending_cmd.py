@@ -13,11 +13,8 @@ __all__ = ["PENDING", "EXIT_NOT_AVAILABLE"]
 EXIT_NOT_AVAILABLE = 3
 
 _PLANNED = {
-    "prefill": ("Simulate MoE prefill with expert streaming on a mobile NPU (EStream).", 4),
     "autoconfig": ("Choose group size, banks and queue depth under a memory budget.", 5),
-    "calibrate": ("Fit device-profile fields from native reference measurements.", 6),
     "specdecode": ("Simulate speculative decoding of an MoE on GPUs (EcoSpec).", 7),
-    "validate": ("Compare predictions with measurements the simulator did not see.", 6),
 }
 
 

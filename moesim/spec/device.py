@@ -45,6 +45,8 @@ class UFSSection(Section):
     random_read_bw_512KiB_GBps: PositiveFloat
     random_read_bw_4KiB_GBps: PositiveFloat
     read_latency_us: PositiveFloat | None = None
+    effective_read_bw_GBps: PositiveFloat | None = Field(
+        None, description="sustained large-read bandwidth into the arena (fitted); peak if absent")
     queue_slots_count: PositiveInt
     default_queue_depth_count: PositiveInt
 
@@ -53,8 +55,8 @@ class UFSSection(Section):
         if self.default_queue_depth_count > self.queue_slots_count:
             raise ValueError("default_queue_depth_count must be <= queue_slots_count "
                              f"({self.queue_slots_count}), got {self.default_queue_depth_count}")
-        for name in ("random_read_bw_512KiB_GBps", "random_read_bw_4KiB_GBps"):
-            if getattr(self, name) > self.peak_read_bw_GBps:
+        for name in ("random_read_bw_512KiB_GBps", "random_read_bw_4KiB_GBps", "effective_read_bw_GBps"):
+            if (getattr(self, name) or 0) > self.peak_read_bw_GBps:
                 raise ValueError(f"{name} must be <= peak_read_bw_GBps ({self.peak_read_bw_GBps}), "
                                  f"got {getattr(self, name)}")
         return self
@@ -69,11 +71,12 @@ class HTPSection(Section):
     hvx_vector_B: PositiveInt
     hmx_tile_rows_count: PositiveInt
     hmx_tile_cols_count: PositiveInt
-    hmx_fp16_TFLOPS: PositiveFloat | None = None
+    hmx_fp16_TFLOPS: PositiveFloat | None = Field(None, description="effective HMX fp16 matmul rate")
     hvx_int8_TOPS: PositiveFloat | None = None
+    q4_0_dequant_GBps: PositiveFloat | None = Field(
+        None, description="Q4_0 weight bytes moved to VTCM and dequantised per second (DMA + HVX)")
     vtcm_MiB: PositiveFloat
-    dma_bw_GBps: PositiveFloat | None = None
-    call_overhead_us: PositiveFloat | None = None
+    call_overhead_us: PositiveFloat | None = Field(None, description="descriptor submit per expert-group call")
 
 
 class ArenaSection(Section):
@@ -99,10 +102,10 @@ class CPUSection(Section):
 
 
 class NPURuntimeSection(Section):
-    """Software costs on the phone: graph execution, page-cache behaviour for mmap."""
+    """OS behaviour on the phone that the mmap baseline depends on."""
 
     page_KiB: PositiveFloat
-    page_fault_us: PositiveFloat | None = None
+    readahead_KiB: PositiveFloat
 
 
 class GPUSection(Section):

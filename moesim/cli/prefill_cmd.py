@@ -1,0 +1,73 @@
+"""``moesim prefill``: simulate one MoE prefill on a mobile NPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from moesim.cli.output import emit_json, emit_table
+from moesim.errors import InputError
+from moesim.results import write_json_atomic
+from moesim.simulate import simulate_prefill
+from moesim.spec.loading import validate_data
+from moesim.spec.run import POLICY_NAMES, PrefillRun
+
+__all__ = ["prefill"]
+
+_POLICY_OPTIONS = {"group_size": {"estream", "naive"}, "banks": {"estream"},
+                   "queue_depth": {"estream", "layer-b2"}, "prefetch": {"estream"}}
+
+
+def _policy(kind: str, options: dict[str, Any]) -> dict[str, Any]:
+    policy: dict[str, Any] = {"kind": kind}
+    for name, value in options.items():
+        if value is None:
+            continue
+        if kind not in _POLICY_OPTIONS[name]:
+            allowed = ", ".join(sorted(_POLICY_OPTIONS[name]))
+            raise InputError(f"--{name.replace('_', '-')}", f"applies to policy {allowed}, not {kind}", value)
+        policy[name] = value
+    return policy
+
+
+@click.command()
+@click.option("--model", default="olmoe-1b-7b", show_default=True, metavar="NAME|PATH")
+@click.option("--device", default="sd8-elite-gen5", show_default=True, metavar="NAME|PATH")
+@click.option("--tokens", type=int, default=1024, show_default=True, help="Prompt length.")
+@click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet); default: the "
+              "model's real trace from ../shared/traces, else the bundled or generated synthetic one.")
+@click.option("--policy", type=click.Choice(POLICY_NAMES), default="estream", show_default=True)
+@click.option("--group-size", type=int, help="Experts per group (estream, naive).")
+@click.option("--banks", type=int, help="Banks in the arena (estream).")
+@click.option("--queue-depth", type=int, help="Reads in flight (estream, layer-b2).")
+@click.option("--prefetch", type=click.Choice(["non-ffn", "after-routing", "on-demand"]), help="estream prefetch point.")
+@click.option("--memory-budget-gib", type=float, help="Peak-memory budget; the default rule fits B to it.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--timeline", type=click.Path(dir_okay=False), help="Write a Chrome/Perfetto trace-event JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy: str, group_size: int | None,
+            banks: int | None, queue_depth: int | None, prefetch: str | None, memory_budget_gib: float | None,
+            seed: int, timeline: str | None, as_json: bool) -> None:
+    """Simulate MoE prefill with expert streaming (EStream) or a baseline policy."""
+    options = {"group_size": group_size, "banks": banks, "queue_depth": queue_depth, "prefetch": prefetch}
+    run = validate_data(PrefillRun, {"model": model, "device": device, "tokens": tokens, "trace": trace_path,
+                                     "policy": _policy(policy, options), "memory_budget_GiB": memory_budget_gib,
+                                     "seed": seed})
+    result = simulate_prefill(run)
+    if timeline:
+        write_json_atomic(result.to_chrome_trace(), timeline)
+    m = result.metrics
+    if as_json:
+        emit_json(m)
+        return
+    cfg, tr = m["config"], m["trace"]
+    click.echo(f"{cfg['model']} on {cfg['device']}, {cfg['tokens']} tokens, policy {cfg['policy']} "
+               f"(G={cfg['group_size']}, B={cfg['banks']}, Q={cfg['queue_depth']}, prefetch {cfg['prefetch']})")
+    click.echo(f"routing: {tr['source']} ({'synthetic' if tr['synthetic'] else 'real'})")
+    rows = [("ttft_s", f"{m['ttft_s']:.4f}"), ("tokens_per_s", f"{m['tokens_per_s']:.1f}"),
+            ("peak_memory_gib", f"{m['peak_memory_gib']:.3f}"), ("bubble_share", f"{m['bubble_share']:.4f}"),
+            ("bubble_share_total", f"{m['bubble_share_total']:.4f}"), ("io_bytes", f"{m['io_bytes']:,}"),
+            ("io_amplification", f"{m['io_amplification']:.3f}")]
+    rows += [(f"utilization.{k}", f"{v:.3f}") for k, v in sorted(m["utilization"].items())]
+    emit_table(["metric", "value"], rows)

@@ -1,0 +1,69 @@
+"""``moesim validate`` and ``moesim calibrate``: predictions against figures, and fitting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from moesim.cli.output import emit_json, emit_table
+
+__all__ = ["validate", "calibrate"]
+
+
+@click.command()
+@click.option("--only", metavar="SUBSTRING", help="Run only the cases whose name contains SUBSTRING.")
+@click.option("--report", type=click.Path(dir_okay=False), default="docs/validation.md", show_default=True,
+              help="Markdown report written on a full run (when its folder exists).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def validate(only: str | None, report: str, as_json: bool) -> None:
+    """Run the registered validation cases; exit 1 when any fails."""
+    from moesim.validation import render_markdown, run_cases
+
+    results = run_cases(only)
+    if only is None and Path(report).parent.is_dir():
+        path = Path(report)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(render_markdown(results))
+        tmp.replace(path)
+    if as_json:
+        emit_json({"cases": [r.to_dict() for r in results]})
+    else:
+        rows = [(r.name, f"{r.reference:.4g}", f"{r.predicted:.4g}",
+                 f"{r.error:+.1%}" if r.tolerance_kind != "absolute" else f"{r.error:+.4f}",
+                 "fitted" if r.fitted_to else "held out", "pass" if r.passed else "FAIL") for r in results]
+        emit_table(["case", "reference", "predicted", "error", "kind", "result"], rows)
+    if not results:
+        raise click.UsageError(f"--only {only!r} matches no validation case")
+    if not all(r.passed for r in results):
+        raise click.exceptions.Exit(1)
+
+
+@click.group()
+def calibrate() -> None:
+    """Fit device-profile numbers to published figures or native measurements."""
+
+
+@calibrate.command("estream")
+@click.option("--device", default="sd8-elite-gen5", show_default=True, metavar="NAME|PATH")
+@click.option("--write/--no-write", default=False, help="Write the fitted numbers into the profile file.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def calibrate_estream(device: str, write: bool, as_json: bool) -> None:
+    """Fit HMX rate, dequantisation rate, call overhead and UFS bandwidth to the EStream figures."""
+    from moesim.calibrate.estream import fit_cpu_gemm, fit_estream, with_values, write_fit
+    from moesim.simulate import mobile_profile
+    from moesim.spec.profiles import profile_dir, profile_names
+
+    profile = mobile_profile(device)
+    fit = fit_estream(profile)
+    cpu = fit_cpu_gemm(with_values(profile, fit.values))
+    if write:
+        path = profile_dir() / f"{device}.toml" if device in profile_names() else Path(device)
+        write_fit(path, fit, cpu)
+    if as_json:
+        emit_json({"values": {**fit.values, "cpu.q4_0_gemm_GFLOPS": cpu}, "predictions": fit.predictions,
+                   "errors": fit.errors, "cost": fit.cost, "written": write})
+        return
+    emit_table(["field", "fitted"], [(k, f"{v:.6g}") for k, v in {**fit.values, "cpu.q4_0_gemm_GFLOPS": cpu}.items()])
+    emit_table(["target", "predicted", "error"], [(k, f"{fit.predictions[k]:.4f}", f"{v:+.4f}")
+                                                 for k, v in fit.errors.items()])

@@ -1,0 +1,1 @@
+"""Pure cost functions (no SimPy): operator times, transfer times, lower bounds."""

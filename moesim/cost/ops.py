@@ -1,0 +1,155 @@
+"""Operator costs of one transformer layer during prefill, as pure functions.
+
+Every function returns an :class:`OpCost` (matrix-unit time, vector-unit time, fixed
+overhead, in ns). Weights are the ``q4_0`` recipe's bytes (what EStream deploys).
+FLOPs count a multiply-add as 2. Token rows are padded to the backend's tile
+(``tile_rows``): a partially filled HMX tile costs a full tile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from moesim.cost.params import Backend
+from moesim.spec.formats import tensor_bytes
+from moesim.spec.model import RECIPES, GQAttention, ModelSpec, TensorClass
+
+__all__ = ["OpCost", "padded", "matmul", "expert_op", "group_op", "attention_op", "layer_non_ffn",
+           "is_attention_layer", "lm_head_op", "FP32_B", "FP16_B"]
+
+FP32_B = 4
+FP16_B = 2
+_Q4 = RECIPES["q4_0"]
+
+
+@dataclass(frozen=True)
+class OpCost:
+    mat_ns: float = 0.0
+    vec_ns: float = 0.0
+    overhead_ns: float = 0.0
+
+    @property
+    def total_ns(self) -> float:
+        return self.overhead_ns + max(self.mat_ns, self.vec_ns)
+
+    def __add__(self, other: OpCost) -> OpCost:
+        return OpCost(self.mat_ns + other.mat_ns, self.vec_ns + other.vec_ns,
+                      self.overhead_ns + other.overhead_ns)
+
+
+def padded(tokens: int, tile: int) -> int:
+    """Token rows after padding to whole tiles: ``padded(33, 32) == 64``."""
+    return -(-tokens // tile) * tile
+
+
+def matmul(tokens: int, rows: int, row_len: int, weight_B: float, be: Backend) -> OpCost:
+    """``tokens`` activations times a ``rows x row_len`` weight held as ``weight_B`` bytes."""
+    if tokens <= 0:
+        return OpCost()
+    flops = 2.0 * padded(tokens, be.tile_rows) * rows * row_len
+    return OpCost(mat_ns=flops / be.mat_flop_per_ns, vec_ns=weight_B / be.weight_B_per_ns)
+
+
+def _swiglu_ffn(tokens: int, hidden: int, inter: int, weight_B: float, be: Backend) -> OpCost:
+    """Gate/up, SwiGLU, down for ``tokens`` rows, plus gather and weighted scatter-add."""
+    if tokens <= 0:
+        return OpCost()
+    mm = matmul(tokens, 3 * inter, hidden, weight_B, be)
+    elem_B = tokens * (inter * FP32_B * 3 + hidden * FP32_B * 5)  # SwiGLU r/r/w; gather r/w, scatter r/r/w
+    return OpCost(mat_ns=mm.mat_ns, vec_ns=mm.vec_ns + elem_B / be.elem_B_per_ns)
+
+
+def expert_op(tokens: int, model: ModelSpec, be: Backend) -> OpCost:
+    """The fused expert path for one routed expert receiving ``tokens`` tokens (0: skipped)."""
+    return _swiglu_ffn(tokens, model.hidden_size, model.moe.expert_intermediate_size,
+                       model.expert_bytes(_Q4), be)
+
+
+def group_op(token_counts: Sequence[int], model: ModelSpec, be: Backend) -> OpCost:
+    """One call of the reusable expert graph over a bank's group: one descriptor submit."""
+    total = OpCost()
+    for tokens in token_counts:
+        total = total + expert_op(int(tokens), model, be)
+    if total.mat_ns == 0 and total.vec_ns == 0:
+        return OpCost()
+    return OpCost(total.mat_ns, total.vec_ns, be.call_overhead_ns)
+
+
+def _causal_pairs(n: int, tile: int, window: int | None, past: int = 0) -> int:
+    """(query, key) tile pairs computed by tiled causal attention of ``n`` new tokens after
+    ``past`` cached ones, with an optional sliding window (in tokens)."""
+    blocks, past_blocks = -(-n // tile), -(-past // tile)
+    if window is None:
+        return (blocks * past_blocks + blocks * (blocks + 1) // 2) * tile * tile
+    wblocks = -(-window // tile) + 1
+    full = sum(min(past_blocks + b + 1, wblocks) for b in range(blocks))
+    return full * tile * tile
+
+
+def is_attention_layer(model: ModelSpec, layer: int) -> bool:
+    """Hybrid models (LFM2): attention layers spread evenly, the rest short-conv."""
+    n_attn, n = model.num_attention_layers, model.num_layers
+    return n_attn == n or (layer * n_attn) // n != ((layer + 1) * n_attn) // n
+
+
+def _is_sliding(model: ModelSpec, layer: int) -> int | None:
+    att = model.attention
+    if isinstance(att, GQAttention) and att.num_sliding_layers and att.sliding_window:
+        every = model.num_layers // att.num_sliding_layers
+        return att.sliding_window if layer % every == 0 else None
+    return None
+
+
+def attention_op(model: ModelSpec, n: int, layer: int, be: Backend, past: int = 0) -> OpCost:
+    """Projections (Q4_0) plus the quadratic score and value products (fp16, tiled)."""
+    h, att = model.hidden_size, model.attention
+    fmt = _Q4.format_of(TensorClass.ATTENTION)
+    cost = OpCost()
+    for t in att.tensors(h):
+        cost = cost + matmul(n, t.rows, t.row_len, tensor_bytes(fmt, t.rows, t.row_len), be)
+    if isinstance(att, GQAttention):
+        dqk, dv = att.head_dim, att.head_dim
+    else:
+        dqk, dv = att.qk_nope_head_dim + att.qk_rope_head_dim, att.v_head_dim
+    pairs = _causal_pairs(n, be.tile_rows, _is_sliding(model, layer), past)
+    core = OpCost(mat_ns=2.0 * pairs * att.num_heads * (dqk + dv) / be.mat_flop_per_ns,
+                  vec_ns=pairs * att.num_heads * FP16_B * 2 / be.elem_B_per_ns)  # softmax pass
+    return cost + core
+
+
+def _conv_op(model: ModelSpec, n: int, be: Backend) -> OpCost:
+    h = model.hidden_size
+    fmt = _Q4.format_of(TensorClass.CONV)
+    cost = matmul(n, 3 * h, h, tensor_bytes(fmt, 3 * h, h), be) + matmul(n, h, h, tensor_bytes(fmt, h, h), be)
+    return cost + OpCost(vec_ns=n * h * FP32_B * 4 / be.elem_B_per_ns)
+
+
+def layer_non_ffn(model: ModelSpec, n: int, layer: int, be: Backend, past: int = 0) -> dict[str, OpCost]:
+    """Everything of layer ``layer`` except the routed experts, by operator, for ``n`` new
+    tokens after ``past`` already in the KV cache."""
+    h, m = model.hidden_size, model.moe
+    ops: dict[str, OpCost] = {"norms": OpCost(vec_ns=2 * n * h * FP32_B * 2 / be.elem_B_per_ns)}
+    ops["attention" if is_attention_layer(model, layer) else "conv"] = (
+        attention_op(model, n, layer, be, past) if is_attention_layer(model, layer) else _conv_op(model, n, be))
+    q4 = _Q4.format_of(TensorClass.DENSE_FFN)
+    if layer < model.num_dense_layers:
+        d = model.dense_intermediate_size or 0
+        ops["dense_ffn"] = _swiglu_ffn(n, h, d, 3 * tensor_bytes(q4, d, h), be)
+        return ops
+    rows = m.num_routed_experts + (1 if m.shared_expert_gate else 0)
+    router_B = rows * h * FP32_B    # FP32 weights: read from DRAM, not dequantised
+    ops["router"] = matmul(n, rows, h, router_B * be.weight_B_per_ns / be.elem_B_per_ns, be)
+    if m.num_shared_experts:
+        s = model.shared_intermediate_size
+        ops["shared_experts"] = OpCost()
+        for _ in range(m.num_shared_experts):
+            ops["shared_experts"] = ops["shared_experts"] + _swiglu_ffn(n, h, s, 3 * tensor_bytes(q4, s, h), be)
+    return ops
+
+
+def lm_head_op(model: ModelSpec, be: Backend) -> OpCost:
+    """Final norm and output head for the last prompt token (what a prefill-only service needs)."""
+    h, v = model.hidden_size, model.vocab_size
+    fmt = _Q4.format_of(TensorClass.LM_HEAD)
+    return matmul(1, v, h, tensor_bytes(fmt, v, h), be) + OpCost(vec_ns=h * FP32_B * 2 / be.elem_B_per_ns)

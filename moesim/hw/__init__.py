@@ -1,0 +1,7 @@
+"""Hardware components as small SimPy resources and processes, one per file."""
+
+from moesim.hw.arena import BankPool, BankState
+from moesim.hw.compute import ComputeUnit
+from moesim.hw.ufs import UFS
+
+__all__ = ["UFS", "BankPool", "BankState", "ComputeUnit"]

@@ -1,0 +1,44 @@
+"""A compute engine (the NPU's HMX + HVX, or the CPU cores) that runs one operator at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from moesim.cost.ops import OpCost
+from moesim.engine import Sim, ns
+
+__all__ = ["ComputeUnit"]
+
+
+class ComputeUnit:
+    """Runs operators in program order and records matrix/vector busy time per unit.
+
+    ``mat_unit``/``vec_unit`` name the tracks (``hmx``/``hvx`` on the NPU); a fused operator
+    keeps both busy from its start, for ``mat_ns`` and ``vec_ns`` respectively.
+    """
+
+    def __init__(self, sim: Sim, name: str, mat_unit: str, vec_unit: str) -> None:
+        self.sim = sim
+        self.name = name
+        self.mat_unit = mat_unit
+        self.vec_unit = vec_unit
+        self.busy_ns = 0
+        self.mat_busy_ns = 0
+        self.vec_busy_ns = 0
+
+    def run(self, cost: OpCost, op: str, layer: int = -1, group: int = -1,
+            n_bytes: int = 0) -> Generator[Any, Any, None]:
+        start = self.sim.now
+        duration = ns(cost.total_ns)
+        yield self.sim.env.timeout(duration)
+        rec = self.sim.recorder
+        rec.span(start, start + duration, self.name, op, layer, group, n_bytes)
+        head = start + ns(cost.overhead_ns)
+        if cost.mat_ns:
+            rec.span(head, head + ns(cost.mat_ns), self.mat_unit, op, layer, group)
+        if cost.vec_ns:
+            rec.span(head, head + ns(cost.vec_ns), self.vec_unit, op, layer, group)
+        self.busy_ns += duration
+        self.mat_busy_ns += ns(cost.mat_ns)
+        self.vec_busy_ns += ns(cost.vec_ns)

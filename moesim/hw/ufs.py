@@ -1,0 +1,52 @@
+"""UFS flash: one command queue, at most Q outstanding reads, one data path.
+
+A read holds a queue slot from issue to completion. Its per-request latency (command
+processing, flash array access) overlaps other requests' data transfers; the transfers
+themselves share one link at the effective bandwidth. With Q = 1 every read pays
+``latency + bytes / bandwidth``; with Q >= 2 the latency hides behind the previous transfer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import simpy
+
+from moesim.cost.params import UFSParams
+from moesim.engine import Sim, ns
+
+__all__ = ["UFS"]
+
+
+class UFS:
+    def __init__(self, sim: Sim, params: UFSParams, queue_depth: int) -> None:
+        if queue_depth < 1:
+            raise ValueError(f"queue_depth must be >= 1, got {queue_depth}")
+        self.sim = sim
+        self.params = params
+        self.queue_depth = queue_depth
+        self._slots = simpy.Resource(sim.env, capacity=queue_depth)
+        self._link = simpy.Resource(sim.env, capacity=1)
+        self.bytes_read = 0
+        self.busy_ns = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def read(self, n_bytes: int, layer: int = -1, group: int = -1) -> Generator[Any, Any, None]:
+        """A SimPy process body: one read of ``n_bytes``; returns when the data is in memory."""
+        env = self.sim.env
+        with self._slots.request() as slot:
+            yield slot
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            issued = self.sim.now
+            yield env.timeout(ns(self.params.latency_ns))
+            with self._link.request() as link:
+                yield link
+                started = self.sim.now
+                yield env.timeout(ns(n_bytes / self.params.B_per_ns))
+                self.busy_ns += self.sim.now - started
+            self.in_flight -= 1
+            self.bytes_read += n_bytes
+            self.sim.recorder.span(issued, self.sim.now, "ufs", "read", layer, group, n_bytes)

@@ -1,0 +1,1 @@
+"""Policies decide (pure functions, no SimPy); workloads act."""

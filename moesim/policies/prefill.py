@@ -1,0 +1,144 @@
+"""Prefill policies as plans: which expert groups exist, when each may be read, into how many banks.
+
+A plan is data computed from the model, the device, the routing counts and the policy
+config; the prefill workload executes it. Nothing here imports SimPy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from moesim.errors import InputError
+from moesim.spec.device import MobileNPUProfile
+from moesim.spec.model import ModelSpec
+from moesim.spec.run import (CPUPolicy, EStreamPolicy, LayerB2Policy, MmapPolicy, NaivePolicy,
+                             PrefillPolicy, ResidentPolicy)
+from moesim.units import MiB
+
+__all__ = ["Group", "StreamPlan", "Gate", "make_groups", "plan_prefill", "default_group_size",
+           "DEFAULT_BANKS", "MIN_GROUP_READ_B"]
+
+Gate = Literal["non-ffn", "after-routing", "on-demand", "eager"]
+#: Default-rule constants (docs/background/prefill-model.md): groups of at least 8 MiB per
+#: read amortise the per-request latency; four banks give two reads in flight plus two
+#: groups for the NPU to alternate between.
+MIN_GROUP_READ_B = 8 * MiB
+DEFAULT_BANKS = 4
+
+
+@dataclass(frozen=True)
+class Group:
+    """G consecutive experts of one MoE layer, packed together and read in one request."""
+
+    layer: int                   # model layer index
+    index: int                   # group index within the layer
+    experts: tuple[int, ...]
+    tokens: tuple[int, ...]      # routed tokens per expert of the group
+    n_bytes: int
+
+    @property
+    def active(self) -> bool:
+        return any(self.tokens)
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    policy: str
+    io: Literal["stream", "none", "mmap"]
+    backend: Literal["npu", "cpu"]
+    group_size: int
+    banks: int
+    queue_depth: int
+    gate: Gate
+    skip_inactive: bool
+    layers: tuple[tuple[Group, ...], ...]    # per model layer; empty for dense layers
+    ubatch_tokens: int | None = None
+
+    @property
+    def bank_bytes(self) -> int:
+        return max((g.n_bytes for layer in self.layers for g in layer), default=0)
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.banks * self.bank_bytes if self.io == "stream" else 0
+
+    def load_order(self) -> list[Group]:
+        """Static order: layer by layer, groups by index (expert id order)."""
+        return [g for layer in self.layers for g in layer]
+
+
+def make_groups(model: ModelSpec, counts: np.ndarray, group_size: int) -> tuple[tuple[Group, ...], ...]:
+    """Pack each MoE layer's experts into groups of ``group_size`` in expert-id order.
+
+    ``counts`` is [moe_layers, experts]: routed tokens per expert. The last group of a
+    layer is smaller when ``group_size`` does not divide the expert count.
+    """
+    w = model.expert_bytes("q4_0")
+    n_exp = model.moe.num_routed_experts
+    layers: list[tuple[Group, ...]] = [() for _ in range(model.num_dense_layers)]
+    for moe_layer in range(model.num_moe_layers):
+        groups = []
+        for index, first in enumerate(range(0, n_exp, group_size)):
+            experts = tuple(range(first, min(first + group_size, n_exp)))
+            tokens = tuple(int(counts[moe_layer, e]) for e in experts)
+            groups.append(Group(model.num_dense_layers + moe_layer, index, experts, tokens, w * len(experts)))
+        layers.append(tuple(groups))
+    return tuple(layers)
+
+
+def default_group_size(model: ModelSpec) -> int:
+    """Smallest divisor G of the expert count with G x expert bytes >= 8 MiB (else all)."""
+    n_exp, w = model.moe.num_routed_experts, model.expert_bytes("q4_0")
+    for g in range(1, n_exp + 1):
+        if n_exp % g == 0 and g * w >= MIN_GROUP_READ_B:
+            return g
+    return n_exp
+
+
+def _estream(cfg: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
+             arena_budget_B: int | None) -> StreamPlan:
+    n_exp = model.moe.num_routed_experts
+    if cfg.group_size is not None and cfg.group_size > n_exp:
+        raise InputError("group_size", f"must be <= the expert count of {model.name} ({n_exp})", cfg.group_size)
+    q = cfg.queue_depth or device.ufs.default_queue_depth_count
+    if q > device.ufs.queue_slots_count:
+        raise InputError("queue_depth", f"must be <= the UFS queue slots of {device.name} "
+                         f"({device.ufs.queue_slots_count})", q)
+    g = cfg.group_size or default_group_size(model)
+    w = model.expert_bytes("q4_0")
+    b = cfg.banks or DEFAULT_BANKS
+    if cfg.banks is None and arena_budget_B is not None:
+        fit = arena_budget_B // (g * w)
+        if cfg.group_size is None:
+            while fit < 2 and g > 1:  # shrink groups before giving up
+                g = max(d for d in range(1, g) if n_exp % d == 0)
+                fit = arena_budget_B // (g * w)
+        b = max(2, min(DEFAULT_BANKS, fit))
+    return StreamPlan("estream", "stream", "npu", g, b, q, cfg.prefetch, True, make_groups(model, counts, g))
+
+
+def plan_prefill(policy: PrefillPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
+                 arena_budget_B: int | None = None) -> StreamPlan:
+    """The plan for ``policy``; ``arena_budget_B`` is what the budget leaves for expert banks."""
+    e = model.moe.num_routed_experts
+    if isinstance(policy, EStreamPolicy):
+        return _estream(policy, model, device, counts, arena_budget_B)
+    if isinstance(policy, NaivePolicy):
+        if policy.group_size > e:
+            raise InputError("group_size", f"must be <= the expert count of {model.name} ({e})", policy.group_size)
+        return StreamPlan("naive", "stream", "npu", policy.group_size, 1, 1, "on-demand", True,
+                          make_groups(model, counts, policy.group_size))
+    if isinstance(policy, LayerB2Policy):
+        q = policy.queue_depth or device.ufs.default_queue_depth_count
+        return StreamPlan("layer-b2", "stream", "npu", e, 2, q, "eager", False, make_groups(model, counts, e))
+    if isinstance(policy, ResidentPolicy):
+        return StreamPlan("resident", "none", "npu", e, 0, 0, "eager", False, make_groups(model, counts, e))
+    if isinstance(policy, CPUPolicy):
+        return StreamPlan("cpu", "none", "cpu", 1, 0, 0, "eager", False, make_groups(model, counts, 1),
+                          policy.ubatch_tokens)
+    assert isinstance(policy, MmapPolicy)
+    return StreamPlan("mmap", "mmap", "cpu", 1, 0, 1, "on-demand", True, make_groups(model, counts, 1),
+                      policy.ubatch_tokens)

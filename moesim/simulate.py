@@ -1,0 +1,206 @@
+"""``simulate_prefill``: the single in-process entry point of the prefill workload."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from moesim import __version__
+from moesim.cost.bounds import stream_bounds
+from moesim.cost.memory import MemoryBreakdown, prefill_memory
+from moesim.cost.ops import OpCost, layer_non_ffn, lm_head_op
+from moesim.cost.params import cpu_backend, npu_backend, ufs_params
+from moesim.engine import Sim
+from moesim.errors import InputError
+from moesim.policies.prefill import StreamPlan, plan_prefill
+from moesim.results import PrefillResult
+from moesim.spec.catalog import load_model
+from moesim.spec.device import MobileNPUProfile
+from moesim.spec.model import ModelSpec
+from moesim.spec.profiles import AnyProfile, load_profile, profile_hash
+from moesim.spec.run import PrefillRun
+from moesim.traces.model import RoutingTrace
+from moesim.traces.sources import prompt_routing
+from moesim.units import GiB, KiB, MiB
+from moesim.workloads.prefill import run_stream_prefill
+from moesim.workloads.prefill_cpu import run_cpu_prefill
+
+__all__ = ["simulate_prefill", "simulate_routing", "mobile_profile", "routing_counts"]
+
+
+def mobile_profile(device: str | AnyProfile) -> MobileNPUProfile:
+    profile = load_profile(device) if isinstance(device, str) else device
+    if not isinstance(profile, MobileNPUProfile):
+        raise InputError("device", f"must be a mobile-npu profile for prefill, {profile.name} is {profile.kind}",
+                         profile.name)
+    return profile
+
+
+def routing_counts(experts: np.ndarray, n_exp: int) -> np.ndarray:
+    """[moe_layers, experts]: routed tokens per expert of every MoE layer."""
+    t, n_layers, k = experts.shape
+    offsets = (np.arange(n_layers, dtype=np.int64) * n_exp)[None, :, None]
+    flat = (experts.astype(np.int64) + offsets).ravel()
+    return np.bincount(flat, minlength=n_layers * n_exp).reshape(n_layers, n_exp)
+
+
+def _non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRun, plan_kind: str,
+                      routed_max: int) -> MemoryBreakdown:
+    runtime_B = int(device.memory.require("runtime_overhead_MiB", device.name) * MiB)
+    n = run.tokens
+    if plan_kind in ("cpu", "mmap"):
+        ub = getattr(run.policy, "ubatch_tokens", n)
+        weights = model.total_weight_bytes("q4_0") if plan_kind == "cpu" else model.resident_non_expert_bytes("q4_0")
+        return prefill_memory(model, min(n, ub), weights_B=weights, arena_B=0, runtime_B=runtime_B,
+                              routed_max=min(routed_max, ub), kv_tokens=n)
+    weights = model.total_weight_bytes("q4_0") if plan_kind == "resident" else model.resident_non_expert_bytes("q4_0")
+    return prefill_memory(model, n, weights_B=weights, arena_B=0, runtime_B=runtime_B, routed_max=routed_max)
+
+
+def _budget_check(run: PrefillRun, base: MemoryBreakdown, min_arena_B: int) -> int | None:
+    if run.memory_budget_GiB is None:
+        return None
+    budget_B = int(run.memory_budget_GiB * GiB)
+    need = base.total_B + min_arena_B
+    if budget_B < need:
+        raise InputError("memory_budget_GiB", f"must be >= {need / GiB:.3f} GiB for {run.model} at {run.tokens} "
+                         f"tokens with policy {run.policy.kind} (resident {base.weights_B / GiB:.3f} + activations "
+                         f"{base.activations_B / GiB:.3f} + KV {base.kv_cache_B / GiB:.3f} + runtime "
+                         f"{base.runtime_B / GiB:.3f} + smallest arena {min_arena_B / GiB:.3f})",
+                         run.memory_budget_GiB)
+    return budget_B - base.total_B
+
+
+def simulate_prefill(run: PrefillRun, trace: RoutingTrace | None = None, *,
+                     profile: MobileNPUProfile | None = None) -> PrefillResult:
+    """Simulate one prefill; the routing comes from ``trace`` (assembled to ``run.tokens``)
+    or, when None, from the model's default source (real trace if one exists, else synthetic).
+    ``profile`` overrides ``run.device`` with an in-memory profile (calibration, what-ifs)."""
+    model = load_model(run.model)
+    device = profile if profile is not None else mobile_profile(run.device)
+    routing, trace_info = prompt_routing(model, run.tokens, trace=trace, path=run.trace, seed=run.seed)
+    return simulate_routing(run, model, device, routing, trace_info)
+
+
+def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, routing: np.ndarray,
+                     trace_info: dict[str, Any] | None = None) -> PrefillResult:
+    """Simulate a prefill whose routing is given as expert ids [tokens, moe_layers, k]."""
+    wall0 = time.perf_counter()
+    trace_info = trace_info or {"source": "given array", "synthetic": None, "tokens": int(routing.shape[0])}
+    if routing.shape[0] != run.tokens:
+        raise InputError("routing", f"must have {run.tokens} tokens", routing.shape[0])
+    if routing.shape[1] != model.num_moe_layers:
+        raise InputError("trace", f"must cover all {model.num_moe_layers} MoE layers of {model.name} for prefill",
+                         routing.shape[1])
+    counts = routing_counts(routing, model.moe.num_routed_experts)
+    kind = run.policy.kind
+    base = _non_arena_memory(model, device, run, kind, int(counts.max()))
+    w = model.expert_bytes("q4_0")
+    min_arena = {"estream": 2 * w, "naive": w, "layer-b2": 2 * w * model.moe.num_routed_experts}.get(kind, 0)
+    if kind == "resident":
+        min_arena = 0
+    arena_budget = _budget_check(run, base, min_arena)
+    plan = plan_prefill(run.policy, model, device, counts, arena_budget)
+    _arena_checks(plan, device, arena_budget, run)
+    sim = Sim(run.seed)
+    be = npu_backend(device) if plan.backend == "npu" else cpu_backend(device)
+    ufs = ufs_params(device) if plan.io != "none" else None
+    tail = lm_head_op(model, be)
+    if plan.backend == "npu":
+        non_ffn = [layer_non_ffn(model, run.tokens, layer, be) for layer in range(model.num_layers)]
+        stats, ufs_unit, unit, arena = run_stream_prefill(sim, model, plan, be, ufs, non_ffn, tail)
+        events = sim.run()
+        metrics = _stream_metrics(plan, stats, ufs_unit, unit, arena, model, counts, non_ffn, tail, ufs)
+        memory = MemoryBreakdown(base.weights_B, plan.arena_bytes, base.activations_B, base.kv_cache_B,
+                                 base.runtime_B)
+    else:
+        cache_B = arena_budget if plan.io == "mmap" else None
+        readahead_B = int(device.runtime.readahead_KiB * KiB)
+        cstats, unit = run_cpu_prefill(sim, model, plan, routing, be, ufs, readahead_B, cache_B, tail)
+        events = sim.run()
+        metrics = _cpu_metrics(plan, cstats, unit, model, counts)
+        memory = MemoryBreakdown(base.weights_B, cstats.cache_peak_B, base.activations_B, base.kv_cache_B,
+                                 base.runtime_B)
+    wall = time.perf_counter() - wall0
+    metrics.update(_common(run, plan, memory, trace_info, device, events, wall))
+    metrics["tokens_per_s"] = run.tokens / metrics["ttft_s"] if metrics["ttft_s"] > 0 else 0.0
+    return PrefillResult(metrics=metrics, spans=sim.recorder.frame())
+
+
+def _arena_checks(plan: StreamPlan, device: MobileNPUProfile, arena_budget: int | None, run: PrefillRun) -> None:
+    if plan.io != "stream":
+        return
+    if arena_budget is not None and plan.arena_bytes > arena_budget:
+        raise InputError("memory_budget_GiB", f"leaves {arena_budget / GiB:.3f} GiB for the arena, but "
+                         f"{plan.banks} banks x {plan.group_size} experts need {plan.arena_bytes / GiB:.3f} GiB",
+                         run.memory_budget_GiB)
+    if plan.arena_bytes > device.arena.max_mapped_GiB * GiB:
+        raise InputError("arena", f"must fit the NPU-mappable {device.arena.max_mapped_GiB} GiB of {device.name} "
+                         f"({plan.banks} banks x {plan.group_size} experts)", f"{plan.arena_bytes / GiB:.3f} GiB")
+
+
+def _stream_metrics(plan: StreamPlan, stats: Any, ufs_unit: Any, unit: Any, arena: Any, model: ModelSpec,
+                    counts: np.ndarray, non_ffn: list[dict[str, OpCost]], tail: OpCost, ufs: Any) -> dict[str, Any]:
+    end = max(stats.end_ns, 1)
+    active_B = int((counts > 0).sum()) * model.expert_bytes("q4_0")
+    io_B = ufs_unit.bytes_read if ufs_unit is not None else 0
+    order = plan.load_order() if ufs_unit is not None else []
+    needed = [g.n_bytes for g in order if g.active or not plan.skip_inactive]
+    speculative = plan.gate in ("non-ffn", "eager") or not plan.skip_inactive
+    possible = [g.n_bytes for g in order if g.active or speculative]
+    bounds = stream_bounds(needed, possible, unit.busy_ns, ufs)
+    util = {"npu": unit.busy_ns / end, "hmx": unit.mat_busy_ns / end, "hvx": unit.vec_busy_ns / end}
+    if ufs_unit is not None:
+        util["ufs"] = ufs_unit.busy_ns / end
+    return {
+        "ttft_s": stats.end_ns / 1e9,
+        "bubble_share": stats.bubble_ns / stats.expert_phase_ns if stats.expert_phase_ns else 0.0,
+        "bubble_share_total": stats.bubble_ns / end,
+        "io_bytes": io_B,
+        "io_amplification": io_B / active_B if active_B else 0.0,
+        "utilization": util,
+        "bounds_s": {"io_only": bounds.io_only_ns / 1e9, "compute_only": bounds.compute_only_ns / 1e9,
+                     "lower": bounds.lower_ns / 1e9, "serial": bounds.serial_ns / 1e9},
+        "wasted_reads": stats.wasted_reads,
+        "max_reads_in_flight": ufs_unit.max_in_flight if ufs_unit is not None else 0,
+    }
+
+
+def _cpu_metrics(plan: StreamPlan, stats: Any, unit: Any, model: ModelSpec, counts: np.ndarray) -> dict[str, Any]:
+    end = max(stats.end_ns, 1)
+    active_B = int((counts > 0).sum()) * model.expert_bytes("q4_0")
+    util = {"cpu": (unit.busy_ns) / end}
+    if plan.io == "mmap":
+        util["ufs"] = stats.io_busy_ns / end
+    compute = unit.busy_ns
+    return {
+        "ttft_s": stats.end_ns / 1e9,
+        "bubble_share": stats.fault_wait_ns / (stats.fault_wait_ns + compute) if compute else 0.0,
+        "bubble_share_total": stats.fault_wait_ns / end,
+        "io_bytes": stats.io_B,
+        "io_amplification": stats.io_B / active_B if active_B else 0.0,
+        "utilization": util,
+        "bounds_s": {"io_only": 0.0, "compute_only": compute / 1e9, "lower": compute / 1e9,
+                     "serial": (compute + stats.fault_wait_ns) / 1e9},
+        "page_faults": stats.faults,
+        "refaults": stats.refaults,
+    }
+
+
+def _common(run: PrefillRun, plan: StreamPlan, memory: MemoryBreakdown, trace_info: dict[str, Any],
+            device: MobileNPUProfile, events: int, wall: float) -> dict[str, Any]:
+    return {
+        "peak_memory_gib": memory.total_B / GiB,
+        "memory_gib": {"weights": memory.weights_B / GiB, "arena": memory.arena_B / GiB,
+                       "activations": memory.activations_B / GiB, "kv_cache": memory.kv_cache_B / GiB,
+                       "runtime": memory.runtime_B / GiB},
+        "config": {"policy": plan.policy, "group_size": plan.group_size, "banks": plan.banks,
+                   "queue_depth": plan.queue_depth, "prefetch": plan.gate, "ubatch_tokens": plan.ubatch_tokens,
+                   "model": run.model, "device": device.name, "tokens": run.tokens,
+                   "memory_budget_gib": run.memory_budget_GiB, "seed": run.seed},
+        "trace": trace_info,
+        "sim": {"wall_s": wall, "events": events},
+        "provenance": {"moesim_version": __version__, "profile_hash": profile_hash(device)},
+    }

@@ -1,0 +1,74 @@
+"""Where a prompt's routing comes from: a given trace, the model's real trace, or the generator.
+
+``prompt_routing`` returns the [tokens, moe_layers, k] expert ids of an N-token prompt and a
+record saying which source was used (``synthetic`` true/false) and how it was assembled.
+Real traces are read from ../shared/traces (or $MOESIM_SHARED_TRACES) at run time.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from moesim.spec.model import ModelSpec
+
+__all__ = ["REAL_SOURCES", "shared_traces_dir", "default_trace", "prompt_routing"]
+
+#: model -> (path under the shared traces folder, importer format). The first real,
+#: all-layer trace of each model; models without one get synthetic routing.
+REAL_SOURCES: dict[str, tuple[str, str]] = {
+    "olmoe-1b-7b": ("nvmoe_llamacpp/olmoe-all.tokens.jsonl", "nvmoe"),
+    "deepseek-v2-lite": ("nvmoe_llamacpp/dsv2lite-all.tokens.jsonl", "nvmoe"),
+    "gpt-oss-120b": ("nvmoe_llamacpp/gptoss-all.tokens.jsonl", "nvmoe"),
+    "gpt-oss-20b": ("gnf4_cold_engine/gpt_oss_20b", "gnf4"),
+    "qwen1.5-moe-a2.7b": ("gnf4_cold_engine/qwen15_moe_a27b", "gnf4"),
+    "granite-3.0-3b-a800m": ("gnf4_cold_engine/granite_3_0_3b_a800m", "gnf4"),
+    "mixtral-8x7b": ("mixtral8x7b_speculative_moe/routing_raw.jsonl", "mixtral-jsonl"),
+    "flame-moe-290m": ("flame_moe_290m_dynande/flame290m_iter5473_stream2048.npz", "flame-npz"),
+}
+
+
+def shared_traces_dir() -> Path:
+    env = os.environ.get("MOESIM_SHARED_TRACES")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+
+
+@cache
+def default_trace(model_name: str) -> Any:
+    """The model's real trace, imported from the shared folder, or None when absent."""
+    from moesim.traces import import_trace
+
+    entry = REAL_SOURCES.get(model_name)
+    if entry is None:
+        return None
+    path = shared_traces_dir() / entry[0]
+    if not path.exists():
+        return None
+    return import_trace(path, entry[1], model_name)
+
+
+def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: Any = None, path: str | None = None,
+                   seed: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
+    """Routing of an ``n_tokens`` prompt and the record of where it came from."""
+    from moesim.traces import assemble_prompt, read_trace, synthesize
+
+    if trace is None and path is not None:
+        trace = read_trace(path)
+    if trace is None:
+        trace = default_trace(model.name)
+    if trace is None:
+        trace = synthesize(model.name, n_tokens, seed=seed)
+    if trace.meta.model != model.name:
+        from moesim.errors import InputError
+
+        raise InputError("trace", f"must be a trace of {model.name}", trace.meta.model)
+    prompt = assemble_prompt(trace, n_tokens)
+    info = {"source": prompt.meta.source, "synthetic": bool(prompt.meta.synthetic), "tokens": n_tokens,
+            "assembly": prompt.meta.assembly.model_dump(mode="json") if prompt.meta.assembly else None}
+    return prompt.experts, info

@@ -1,0 +1,92 @@
+"""The registry of validation cases behind ``moesim validate``.
+
+A case compares one prediction with one reference figure it was (or was not) fitted to,
+under a stated tolerance. Cases are grouped by name prefix: ``estream/`` (published
+EStream figures), later ``host/``, ``hexagon/``, ``specdecode/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["Case", "CaseResult", "registry", "run_cases", "render_markdown"]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    reference: float
+    source: str
+    tolerance: float
+    tolerance_kind: Literal["relative", "absolute", "range"]
+    predict: Callable[[], float]
+    fitted_to: bool          # True when the reference was a calibration target (fit quality)
+    unit: str = ""
+    low: float = 0.0         # "range" cases pass when low <= predicted <= high
+    high: float = 0.0
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    name: str
+    reference: float
+    source: str
+    predicted: float
+    error: float             # relative (predicted / reference - 1) or absolute (predicted - reference)
+    tolerance: float
+    tolerance_kind: str
+    passed: bool
+    fitted_to: bool
+    unit: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "reference": {"value": self.reference, "source": self.source},
+                "predicted": self.predicted, "error": self.error, "tolerance": self.tolerance,
+                "tolerance_kind": self.tolerance_kind, "passed": self.passed, "fitted_to": self.fitted_to,
+                "unit": self.unit}
+
+
+def registry() -> list[Case]:
+    """Every registered case, in a stable order."""
+    from moesim.validation_cases import estream_cases
+
+    return [*estream_cases()]
+
+
+def run_cases(only: str | None = None) -> list[CaseResult]:
+    results = []
+    for case in registry():
+        if only and only not in case.name:
+            continue
+        predicted = case.predict()
+        if case.tolerance_kind == "relative":
+            error = predicted / case.reference - 1.0
+            passed = abs(error) <= case.tolerance
+        elif case.tolerance_kind == "absolute":
+            error = predicted - case.reference
+            passed = abs(error) <= case.tolerance
+        else:
+            error = predicted / case.reference - 1.0
+            passed = case.low <= predicted <= case.high
+        results.append(CaseResult(case.name, case.reference, case.source, predicted, error, case.tolerance,
+                                  case.tolerance_kind, passed, case.fitted_to, case.unit))
+    return results
+
+
+def render_markdown(results: list[CaseResult]) -> str:
+    lines = ["# Validation", "",
+             "Written by `moesim validate` (full run). Each case compares a prediction with a published or",
+             "measured figure. `fitted` marks figures the profile was calibrated to (they show fit quality,",
+             "not predictive accuracy); the others were held out.", "",
+             "| case | reference | predicted | error | tolerance | fitted | passed | source |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        err = f"{r.error:+.1%}" if r.tolerance_kind == "relative" else f"{r.error:+.4f}"
+        tol = {"relative": f"±{r.tolerance:.0%}", "absolute": f"±{r.tolerance:.4f}"}.get(r.tolerance_kind, "in range")
+        lines.append(f"| `{r.name}` | {r.reference:.4g} {r.unit} | {r.predicted:.4g} {r.unit} | {err} | {tol} | "
+                     f"{'yes' if r.fitted_to else 'no'} | {'yes' if r.passed else '**no**'} | {r.source} |")
+    passed = sum(r.passed for r in results)
+    lines += ["", f"{passed} of {len(results)} cases pass."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""SimPy processes that replay a trace through the hardware, asking a policy's plan."""

@@ -1,0 +1,110 @@
+"""llama.cpp-like prefill on the CPU: the prompt in micro-batches, experts resident or mmapped.
+
+Each micro-batch (``ubatch_tokens``, llama.cpp's n_ubatch) runs every layer: non-FFN
+operators attend to all earlier tokens, then every expert routed at least one token of the
+micro-batch. With ``io == "mmap"`` an expert not in the page cache is faulted in before it
+runs: the file is read synchronously in read-ahead windows (one request at a time), the
+expert's pages join an LRU page cache of ``cache_B`` bytes, and older experts are reclaimed;
+touching a reclaimed expert again is a refault.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from moesim.cost.ops import OpCost, expert_op, layer_non_ffn
+from moesim.cost.params import Backend, UFSParams
+from moesim.engine import Sim, ns
+from moesim.hw import ComputeUnit
+from moesim.policies.prefill import StreamPlan
+from moesim.spec.model import ModelSpec
+
+__all__ = ["CPUStats", "run_cpu_prefill"]
+
+
+@dataclass
+class CPUStats:
+    end_ns: int = 0
+    faults: int = 0
+    refaults: int = 0
+    io_B: int = 0
+    io_busy_ns: int = 0
+    fault_wait_ns: int = 0
+    cache_peak_B: int = 0
+
+
+class _PageCache:
+    def __init__(self, capacity_B: int | None) -> None:
+        self.capacity_B = capacity_B
+        self.lru: OrderedDict[tuple[int, int], int] = OrderedDict()
+        self.used_B = 0
+        self.evicted: set[tuple[int, int]] = set()
+
+    def touch(self, key: tuple[int, int]) -> bool:
+        if key in self.lru:
+            self.lru.move_to_end(key)
+            return True
+        return False
+
+    def insert(self, key: tuple[int, int], n_bytes: int) -> None:
+        self.lru[key] = n_bytes
+        self.used_B += n_bytes
+        while self.capacity_B is not None and self.used_B > self.capacity_B and len(self.lru) > 1:
+            old, size = self.lru.popitem(last=False)
+            self.used_B -= size
+            self.evicted.add(old)
+
+
+def _fault(sim: Sim, ufs: UFSParams, readahead_B: int, n_bytes: int, layer: int, expert: int,
+           stats: CPUStats) -> Generator[Any, Any, None]:
+    start = sim.now
+    chunks = -(-n_bytes // readahead_B)
+    duration = ns(chunks * ufs.latency_ns + n_bytes / ufs.B_per_ns)
+    yield sim.env.timeout(duration)
+    sim.recorder.span(start, sim.now, "ufs", "fault", layer, expert, n_bytes)
+    stats.io_B += n_bytes
+    stats.io_busy_ns += duration
+    stats.fault_wait_ns += duration
+
+
+def _run(sim: Sim, model: ModelSpec, plan: StreamPlan, experts: np.ndarray, be: Backend,
+         ufs: UFSParams | None, readahead_B: int, cache: _PageCache, cpu: ComputeUnit, tail: OpCost,
+         stats: CPUStats) -> Generator[Any, Any, None]:
+    n_total = experts.shape[0]
+    ub = plan.ubatch_tokens or n_total
+    n_exp = model.moe.num_routed_experts
+    w = model.expert_bytes("q4_0")
+    for start in range(0, n_total, ub):
+        n = min(ub, n_total - start)
+        for layer in range(model.num_layers):
+            for op, cost in layer_non_ffn(model, n, layer, be, past=start).items():
+                yield from cpu.run(cost, op, layer)
+            if layer < model.num_dense_layers:
+                continue
+            counts = np.bincount(experts[start:start + n, layer - model.num_dense_layers].ravel(), minlength=n_exp)
+            for e in np.flatnonzero(counts):
+                key = (layer, int(e))
+                if plan.io == "mmap" and not cache.touch(key):
+                    assert ufs is not None
+                    stats.faults += 1
+                    stats.refaults += key in cache.evicted
+                    yield from _fault(sim, ufs, readahead_B, w, layer, int(e), stats)
+                    cache.insert(key, w)
+                    stats.cache_peak_B = max(stats.cache_peak_B, cache.used_B)
+                yield from cpu.run(expert_op(int(counts[e]), model, be), "experts", layer, int(e))
+    yield from cpu.run(tail, "lm_head", model.num_layers)
+    stats.end_ns = sim.now
+
+
+def run_cpu_prefill(sim: Sim, model: ModelSpec, plan: StreamPlan, experts: np.ndarray, be: Backend,
+                    ufs: UFSParams | None, readahead_B: int, cache_B: int | None,
+                    tail: OpCost) -> tuple[CPUStats, ComputeUnit]:
+    stats = CPUStats()
+    cpu = ComputeUnit(sim, "cpu", "cpu_mat", "cpu_vec")
+    sim.env.process(_run(sim, model, plan, experts, be, ufs, readahead_B, _PageCache(cache_B), cpu, tail, stats))
+    return stats, cpu

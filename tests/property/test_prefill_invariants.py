@@ -1,0 +1,115 @@
+"""Pipeline invariants of the streamed prefill, on random small models, routings and configs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from moesim.calibrate.estream import with_values
+from moesim.simulate import simulate_routing
+from moesim.spec.run import EStreamPolicy, PrefillRun
+from tests.strategies import estream_configs, routings, small_models
+
+SETTINGS = settings(max_examples=int(__import__("os").environ.get("MOESIM_HYPOTHESIS_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@st.composite
+def cases(draw: st.DrawFn):  # type: ignore[no-untyped-def]
+    model = draw(small_models())
+    tokens = draw(st.integers(1, 96))
+    routing = routings(model, tokens, draw(st.integers(0, 2**16)), draw(st.floats(0, 1)))
+    return model, routing, draw(estream_configs(model))
+
+
+def _run(profile, model, routing, cfg, budget=None):  # type: ignore[no-untyped-def]
+    run = PrefillRun(model=model.name, device=profile.name, tokens=routing.shape[0],
+                     policy=EStreamPolicy(**cfg), memory_budget_GiB=budget)
+    return simulate_routing(run, model, profile, routing)
+
+
+def _overlaps(spans: pd.DataFrame) -> int:
+    """Largest number of spans open at one instant (ends before starts at a tie)."""
+    points = sorted([(s, 1) for s in spans.start_ns] + [(e, -1) for e in spans.end_ns], key=lambda p: (p[0], p[1]))
+    live = peak = 0
+    for _, step in points:
+        live += step
+        peak = max(peak, live)
+    return peak
+
+
+@SETTINGS
+@given(cases())
+def test_bank_protocol_and_causality(tiny_profile, case) -> None:  # type: ignore[no-untyped-def]
+    model, routing, cfg = case
+    res = _run(tiny_profile, model, routing, cfg)
+    spans = res.spans
+    reads = spans[(spans.unit == "ufs") & (spans.op == "read")]
+    computes = spans[(spans.unit == "npu") & (spans.op == "experts")]
+    banks = spans[spans.unit.str.startswith("bank")]
+    # at most Q reads in flight
+    assert _overlaps(reads) <= cfg["queue_depth"]
+    assert res.metrics["max_reads_in_flight"] <= cfg["queue_depth"]
+    # every active group computed exactly once, after its read, on a bank that was completely filled
+    for row in computes.itertuples():
+        read = reads[(reads.layer == row.layer) & (reads.group == row.group)]
+        assert len(read) == 1 and read.end_ns.iloc[0] <= row.start_ns
+        use = banks[(banks.op == "in_use") & (banks.layer == row.layer) & (banks.group == row.group)]
+        fill = banks[(banks.op == "filling") & (banks.layer == row.layer) & (banks.group == row.group)]
+        assert len(use) == 1 and len(fill) == 1
+        assert fill.end_ns.iloc[0] <= use.start_ns.iloc[0] == row.start_ns
+        assert use.end_ns.iloc[0] == row.end_ns      # released at the completion fence, not before
+    # a bank's states never overlap: no refill before the fence
+    for _, track in banks.groupby("unit"):
+        track = track.sort_values(["start_ns", "end_ns"])
+        assert (track.start_ns.values[1:] >= track.end_ns.values[:-1]).all()
+    # residency: at most B banks, each holding at most G experts
+    assert banks.unit.nunique() <= cfg["banks"]
+    w = model.expert_bytes("q4_0")
+    assert (reads.bytes <= cfg["group_size"] * w).all()
+    # every routed (token, expert) pair computed exactly once
+    counts = np.zeros((model.num_moe_layers, model.moe.num_routed_experts), dtype=int)
+    for t in range(routing.shape[0]):
+        for layer in range(model.num_moe_layers):
+            counts[layer, routing[t, layer]] += 1
+    g = cfg["group_size"]
+    for layer in range(model.num_moe_layers):
+        active = {e // g for e in np.flatnonzero(counts[layer])}
+        done = computes[computes.layer == layer].group.tolist()
+        assert sorted(done) == sorted(active)
+    assert counts.sum() == routing.shape[0] * model.num_moe_layers * model.moe.top_k
+
+
+@SETTINGS
+@given(cases())
+def test_bounds_and_determinism(tiny_profile, case) -> None:  # type: ignore[no-untyped-def]
+    model, routing, cfg = case
+    a = _run(tiny_profile, model, routing, cfg)
+    b = _run(tiny_profile, model, routing, cfg)
+    pd.testing.assert_frame_equal(a.spans, b.spans)
+    bounds = a.metrics["bounds_s"]
+    assert bounds["lower"] <= a.ttft_s + 1e-9
+    assert a.ttft_s <= bounds["serial"] + 1e-6 + 1e-9 * len(a.spans)
+    assert 0.0 <= a.metrics["bubble_share"] <= 1.0
+
+
+@SETTINGS
+@given(cases(), st.floats(1.05, 4.0))
+def test_more_ufs_bandwidth_never_slower(tiny_profile, case, factor) -> None:  # type: ignore[no-untyped-def]
+    model, routing, cfg = case
+    bw = tiny_profile.ufs.effective_read_bw_GBps
+    faster = with_values(tiny_profile, {"ufs.effective_read_bw_GBps": min(bw * factor, tiny_profile.ufs.peak_read_bw_GBps)})
+    assert _run(faster, model, routing, cfg).ttft_s <= _run(tiny_profile, model, routing, cfg).ttft_s + 1e-9
+
+
+@SETTINGS
+@given(cases(), st.floats(0.0, 1.0))
+def test_peak_memory_within_budget(tiny_profile, case, slack) -> None:  # type: ignore[no-untyped-def]
+    model, routing, cfg = case
+    free_cfg = {k: v for k, v in cfg.items() if k != "banks"}
+    base = _run(tiny_profile, model, routing, {**free_cfg, "banks": 2}).metrics
+    need = base["peak_memory_gib"]
+    budget = need * (1 + slack)
+    res = _run(tiny_profile, model, routing, free_cfg, budget=budget)
+    assert res.metrics["peak_memory_gib"] <= budget + 1e-12

@@ -9,7 +9,7 @@ from moesim.simulate import mobile_profile, simulate_prefill
 from moesim.spec.run import CPUPolicy, EStreamPolicy, PrefillRun
 from moesim.validation import Case
 
-__all__ = ["estream_cases"]
+__all__ = ["estream_cases", "registry"]
 
 _DEVICE = "sd8-elite-gen5"
 _SRC = "EStream paper, BRIEF.md section 6"
@@ -48,3 +48,8 @@ def estream_cases() -> list[Case]:
                       / _metrics("olmoe-1b-7b", 4096, "estream")["peak_memory_gib"],
                       fitted_to=False, unit="x", low=6.45, high=12.29))
     return cases
+
+
+def registry() -> list[Case]:
+    """Every registered case, in a stable order."""
+    return [*estream_cases()]

@@ -42,10 +42,8 @@ for _command in PENDING:
 
 def _register_optional() -> None:
     """Command groups that live in their own modules."""
-    try:  # TEMP until the traces module lands
-        from moesim.cli.trace_cmd import trace  # type: ignore[import-not-found,import-untyped,unused-ignore]
-    except ModuleNotFoundError:
-        return
+    from moesim.cli.trace_cmd import trace
+
     cli.add_command(trace)
 
 

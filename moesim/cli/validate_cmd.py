@@ -19,8 +19,9 @@ __all__ = ["validate", "calibrate"]
 def validate(only: str | None, report: str, as_json: bool) -> None:
     """Run the registered validation cases; exit 1 when any fails."""
     from moesim.validation import render_markdown, run_cases
+    from moesim.validation_cases import registry
 
-    results = run_cases(only)
+    results = run_cases(registry(), only)
     if only is None and Path(report).parent.is_dir():
         path = Path(report)
         tmp = path.with_suffix(path.suffix + ".tmp")

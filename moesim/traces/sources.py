@@ -2,12 +2,14 @@
 
 ``prompt_routing`` returns the [tokens, moe_layers, k] expert ids of an N-token prompt and a
 record saying which source was used (``synthetic`` true/false) and how it was assembled.
-Real traces are read from ../shared/traces (or $MOESIM_SHARED_TRACES) at run time.
+Real traces are read from ../shared/traces (or $MOESIM_SHARED_TRACES) at run time. Order:
+the given trace; the model's real trace; the bundled synthetic trace (OLMoE); a synthetic
+trace generated for the model. A real trace shorter than the prompt is cycled, and the
+assembly record in the output says so (``repeated``).
 """
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import numpy as np
 
 from moesim.spec.model import ModelSpec
 
-__all__ = ["REAL_SOURCES", "shared_traces_dir", "default_trace", "prompt_routing"]
+__all__ = ["REAL_SOURCES", "default_trace", "prompt_routing"]
 
 #: model -> (path under the shared traces folder, importer format). The first real,
 #: all-layer trace of each model; models without one get synthetic routing.
@@ -27,22 +29,15 @@ REAL_SOURCES: dict[str, tuple[str, str]] = {
     "gpt-oss-20b": ("gnf4_cold_engine/gpt_oss_20b", "gnf4"),
     "qwen1.5-moe-a2.7b": ("gnf4_cold_engine/qwen15_moe_a27b", "gnf4"),
     "granite-3.0-3b-a800m": ("gnf4_cold_engine/granite_3_0_3b_a800m", "gnf4"),
-    "mixtral-8x7b": ("mixtral8x7b_speculative_moe/routing_raw.jsonl", "mixtral-jsonl"),
+    "mixtral-8x7b": ("mixtral8x7b_speculative_moe", "mixtral-jsonl"),
     "flame-moe-290m": ("flame_moe_290m_dynande/flame290m_iter5473_stream2048.npz", "flame-npz"),
 }
-
-
-def shared_traces_dir() -> Path:
-    env = os.environ.get("MOESIM_SHARED_TRACES")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 
 
 @cache
 def default_trace(model_name: str) -> Any:
     """The model's real trace, imported from the shared folder, or None when absent."""
-    from moesim.traces import import_trace
+    from moesim.traces import import_trace, shared_traces_dir
 
     entry = REAL_SOURCES.get(model_name)
     if entry is None:
@@ -53,22 +48,34 @@ def default_trace(model_name: str) -> Any:
     return import_trace(path, entry[1], model_name)
 
 
+@cache
+def _synthetic(model_name: str, n_tokens: int, seed: int) -> Any:
+    """Generated routing for a model without a real trace (the generator's default statistics:
+    medians of the real full-layer traces; ``meta.synth`` records them)."""
+    from moesim.traces import synthesize
+
+    return synthesize(model_name, n_tokens, seed=seed)
+
+
 def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: Any = None, path: str | None = None,
                    seed: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
     """Routing of an ``n_tokens`` prompt and the record of where it came from."""
-    from moesim.traces import assemble_prompt, read_trace, synthesize
+    from moesim.traces import assemble_prompt, bundled_trace_path, read_trace
+    from moesim.traces.paths import BUNDLED_MODEL
 
     if trace is None and path is not None:
         trace = read_trace(path)
     if trace is None:
         trace = default_trace(model.name)
+    if trace is None and model.name == BUNDLED_MODEL:
+        trace = read_trace(bundled_trace_path())
     if trace is None:
-        trace = synthesize(model.name, n_tokens, seed=seed)
+        trace = _synthetic(model.name, n_tokens, seed)
     if trace.meta.model != model.name:
         from moesim.errors import InputError
 
         raise InputError("trace", f"must be a trace of {model.name}", trace.meta.model)
-    prompt = assemble_prompt(trace, n_tokens)
+    prompt = assemble_prompt(trace, n_tokens, allow_repeat=True)
     info = {"source": prompt.meta.source, "synthetic": bool(prompt.meta.synthetic), "tokens": n_tokens,
             "assembly": prompt.meta.assembly.model_dump(mode="json") if prompt.meta.assembly else None}
     return prompt.experts, info

@@ -1,0 +1,162 @@
+"""Synthetic routing traces, fitted to a real trace of the same model or to given statistics.
+
+The output is always labelled ``synthetic: true`` and records the generator parameters,
+the fit targets and the seed in ``meta.synth``. Same inputs and seed give identical arrays
+(and, through :func:`moesim.traces.write_trace`, byte-identical files).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+
+from moesim.errors import InputError
+from moesim.spec.catalog import load_model
+from moesim.spec.model import ModelSpec
+from moesim.traces.model import DECODE, PHASE_NAMES, PREFILL, RoutingTrace, SegmentInfo, TraceMeta
+from moesim.traces.synth_fit import FitTargets, Measured, fit_params, measure
+from moesim.traces.synth_gen import GenParams, generate, segment_plan
+
+__all__ = ["TargetStats", "synthesize", "GENERATOR", "DEFAULT_STATS"]
+
+GENERATOR = "moesim.traces.synth_gen v1"
+
+
+class TargetStats(BaseModel):
+    """User-given statistics for a model without a real trace (same for every layer)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    entropy: float = Field(gt=0.0, le=1.0, description="normalised entropy of each layer's expert load")
+    reuse: float = Field(ge=0.0, lt=1.0, description="token-to-token reuse (docs/traces.md)")
+    coverage_32: float | None = Field(None, gt=0.0, le=1.0, description="window coverage at 32 tokens")
+    coverage_128: float | None = Field(None, gt=0.0, le=1.0, description="window coverage at 128 tokens")
+    segment_tokens: PositiveInt = Field(512, description="tokens per synthetic request")
+    phase: Literal["prefill", "decode"] = "decode"
+
+
+#: used when neither a fit trace nor statistics are given: medians over the eight real
+#: all-layer decode traces (nvmoe x 3, gnf4 x 5) of the SOURCE.md tables (docs/traces.md)
+DEFAULT_STATS = TargetStats(entropy=0.926, reuse=0.414, coverage_128=0.815, segment_tokens=400)
+
+
+def _capped(v: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.float64]:
+    """Scale ``v`` to sum ``k`` with no entry above 1 (water-filling)."""
+    pi = np.zeros_like(v)
+    free = np.ones(v.shape, dtype=bool)
+    for _ in range(v.size):
+        pi[free] = v[free] * (k - (~free).sum()) / v[free].sum()
+        over = free & (pi >= 1.0)
+        if not over.any():
+            break
+        pi[over], free[over] = 1.0, False
+    return pi
+
+
+def _zipf_pi(n_exp: int, k: int, entropy: float) -> npt.NDArray[np.float64]:
+    """Inclusion frequencies ~ Zipf(rank) whose normalised load entropy is ``entropy``."""
+    ranks = np.arange(1, n_exp + 1, dtype=np.float64)
+
+    def ent(a: float) -> float:
+        q = _capped(ranks**-a, k) / k
+        q = q[q > 0]
+        return float(-(q * np.log(q)).sum() / np.log(n_exp))
+
+    lo, hi = 0.0, 8.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if ent(mid) > entropy else (lo, mid)
+    return _capped(ranks ** -((lo + hi) / 2), k)
+
+
+def _targets_from_trace(fit: RoutingTrace) -> tuple[FitTargets, list[int], int]:
+    seq = [(a, b) for (a, b), info in zip(fit.segment_bounds(), fit.meta.segments) if info.sequential]
+    if not seq:
+        raise InputError("fit", "must have a sequential segment (consecutive tokens)", fit.meta.source)
+    lengths = [b - a for a, b in seq]
+    seq_experts = np.concatenate([fit.experts[a:b] for a, b in seq])
+    m = measure(seq_experts, lengths, fit.num_experts)
+    pi = np.stack([np.bincount(fit.experts[:, layer, :].ravel(), minlength=fit.num_experts)
+                   for layer in range(fit.num_layers)]) / fit.num_tokens
+    targets = FitTargets(pi=pi, lengths=tuple(lengths), coverage32=m.coverage32,
+                         coverage128=m.coverage128, union4=m.union4)
+    decode = sum(int((fit.phase[a:b] == DECODE).sum()) for a, b in seq)
+    return targets, lengths, DECODE if 2 * decode >= sum(lengths) else PREFILL
+
+
+def _targets_from_stats(stats: TargetStats, spec: ModelSpec, n_layers: int,
+                        rng: np.random.Generator) -> FitTargets:
+    n_exp, k = spec.moe.num_routed_experts, spec.moe.top_k
+    base = _zipf_pi(n_exp, k, stats.entropy)
+    pi = np.stack([base[rng.permutation(n_exp)] for _ in range(n_layers)])
+
+    def per_layer(x: float | None) -> npt.NDArray[np.float64] | None:
+        return None if x is None else np.full(n_layers, x)
+
+    return FitTargets(pi=pi, lengths=(stats.segment_tokens,), coverage32=per_layer(stats.coverage_32),
+                      coverage128=per_layer(stats.coverage_128), reuse=stats.reuse)
+
+
+def synthesize(model: str | Path | ModelSpec, n_tokens: int, *, fit: RoutingTrace | None = None,
+               stats: TargetStats | None = None, seed: int = 0) -> RoutingTrace:
+    """A synthetic trace of ``n_tokens`` tokens, fitted to ``fit`` or to ``stats``.
+
+    With neither, ``DEFAULT_STATS`` (typical of the real traces) is used and says so in
+    ``meta.synth["fitted_to"]``.
+    """
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 1:
+        raise InputError("tokens", "must be an integer >= 1", n_tokens)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError("seed", "must be an integer >= 0", seed)
+    if fit is not None and stats is not None:
+        raise InputError("synthesize", "takes a fit trace or target statistics, not both", "both")
+    default = fit is None and stats is None
+    stats = DEFAULT_STATS if default else stats
+    fit_seed, gen_seed = np.random.SeedSequence(seed).spawn(2)
+    if fit is not None:
+        if fit.meta.model != spec.name:
+            raise InputError("fit", f"must be a trace of {spec.name} (mixed models)", fit.meta.model)
+        targets, lengths, phase = _targets_from_trace(fit)
+        layers, fitted_to = fit.layers, f"{fit.meta.source} (synthetic: {str(fit.meta.synthetic).lower()})"
+    else:
+        assert stats is not None
+        layers = tuple(range(spec.num_moe_layers))
+        targets = _targets_from_stats(stats, spec, len(layers), np.random.default_rng(fit_seed))
+        lengths, phase = [stats.segment_tokens], PHASE_NAMES.index(stats.phase)
+        fitted_to = "default statistics (medians of the real traces)" if default else "user statistics"
+    params, achieved = fit_params(targets, spec.moe.top_k, int(fit_seed.generate_state(1)[0]))
+    plan = segment_plan(n_tokens, lengths)
+    experts = generate(params, plan, np.random.default_rng(gen_seed))
+    meta = TraceMeta(
+        model=spec.name, source=f"moesim synthetic generator ({GENERATOR}), fitted to {fitted_to}",
+        license="MIT (generated by moesim)", synthetic=True,
+        recorded_how="synthetic: per-request working sets with leak, per-slot reuse of the previous "
+                     "token's experts, per-layer popularity (docs/traces.md)",
+        segments=tuple(SegmentInfo(label=f"synthetic-{i}") for i in range(len(plan))),
+        synth=_synth_record(seed, params, targets, achieved, fitted_to, lengths))
+    return RoutingTrace(
+        experts=experts, segment=np.repeat(np.arange(len(plan), dtype=np.int32), plan),
+        phase=np.full(n_tokens, phase, dtype=np.int8), layers=tuple(layers), meta=meta)
+
+
+def _synth_record(seed: int, p: GenParams, t: FitTargets, m: Measured, fitted_to: str,
+                  lengths: list[int]) -> dict[str, Any]:
+    def r(x: float | npt.NDArray[np.float64] | None) -> float | None:
+        arr = None if x is None else np.asarray(x, dtype=np.float64)
+        if arr is None or np.isnan(arr).all():
+            return None
+        return round(float(np.nanmean(arr)), 6)
+
+    return {
+        "generator": GENERATOR, "seed": seed, "fitted_to": fitted_to,
+        "rho": r(p.rho), "ws_frac": r(p.ws_frac), "leak": r(p.leak), "segment_lengths": list(lengths),
+        "targets": {"coverage_32": r(t.coverage32), "coverage_128": r(t.coverage128),
+                    "mean_union_4": r(t.union4), "reuse": r(t.reuse)},
+        "fit_run": {"coverage_32": r(m.coverage32), "coverage_128": r(m.coverage128),
+                    "mean_union_4": r(m.union4), "reuse": r(m.reuse)},
+    }

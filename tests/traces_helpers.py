@@ -1,0 +1,80 @@
+"""Helpers for the trace tests: the shared-traces folder (skip when absent), cached imports,
+and a small hand-made trace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+
+from moesim.traces import RoutingTrace, SegmentInfo, TraceMeta, import_trace, shared_traces_dir
+
+SHARED = shared_traces_dir()
+SKIP_REASON = (f"third-party traces not found at {SHARED} (they are read from ../shared/traces "
+               "or $MOESIM_SHARED_TRACES and never copied into the repository)")
+
+#: skip when the shared traces are absent (module-level: ``pytestmark = SHARED_MARKS``)
+SHARED_MARKS = [pytest.mark.shared_traces, pytest.mark.skipif(not SHARED.is_dir(), reason=SKIP_REASON)]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def needs_shared(fn: F) -> F:
+    """Decorator: the test reads ../shared/traces (marker ``shared_traces``; skipped when absent)."""
+    for mark in SHARED_MARKS:
+        fn = mark(fn)
+    return fn
+
+
+def shared(rel: str) -> Path:
+    """A path under the shared traces folder; skips the test when it is missing."""
+    path = SHARED / rel
+    if not path.exists():
+        pytest.skip(f"{path} not found: {SKIP_REASON}")
+    return path
+
+
+@cache
+def _imported(rel: str, fmt: str, model: str) -> RoutingTrace:
+    return import_trace(SHARED / rel, fmt, model)
+
+
+def imported(rel: str, fmt: str, model: str) -> RoutingTrace:
+    """Import once per test session (traces are immutable)."""
+    shared(rel)
+    return _imported(rel, fmt, model)
+
+
+NVMOE = {
+    "gpt-oss-120b": "nvmoe_llamacpp/gptoss-all.tokens.jsonl",
+    "olmoe-1b-7b": "nvmoe_llamacpp/olmoe-all.tokens.jsonl",
+    "deepseek-v2-lite": "nvmoe_llamacpp/dsv2lite-all.tokens.jsonl",
+}
+
+
+def make_trace(experts: list[list[list[int]]] | np.ndarray, segments: list[int], *,
+               model: str = "mixtral-8x7b", sequential: list[bool] | None = None,
+               layers: tuple[int, ...] | None = None, scores: bool = False) -> RoutingTrace:
+    """A trace from literal expert ids [T][L][k]; ``segments`` are segment lengths."""
+    e = np.asarray(experts, dtype=np.int16)
+    seq = sequential or [True] * len(segments)
+    meta = TraceMeta(model=model, source="test", license="test", synthetic=False, recorded_how="by hand",
+                     segments=tuple(SegmentInfo(label=f"s{i}", sequential=s) for i, s in enumerate(seq)))
+    return RoutingTrace(
+        experts=e, segment=np.repeat(np.arange(len(segments), dtype=np.int32), segments),
+        phase=np.ones(e.shape[0], dtype=np.int8), layers=layers or tuple(range(e.shape[1])), meta=meta,
+        scores=np.linspace(0, 1, e.size, dtype=np.float32).reshape(e.shape) if scores else None)
+
+
+def random_trace(model: str, tokens: int, segments: list[int], seed: int = 0) -> RoutingTrace:
+    """Uniform-random routing with every recorded layer of ``model`` (a catalog name)."""
+    from moesim.spec.catalog import load_model
+
+    spec = load_model(model)
+    rng = np.random.default_rng(seed)
+    n_exp, k, n_layers = spec.moe.num_routed_experts, spec.moe.top_k, spec.num_moe_layers
+    e = np.argsort(rng.random((tokens, n_layers, n_exp)), axis=2)[:, :, :k].astype(np.int16)
+    return make_trace(e, segments, model=model)

@@ -56,7 +56,8 @@ def _non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRu
         return prefill_memory(model, min(n, ub), weights_B=weights, arena_B=0, runtime_B=runtime_B,
                               routed_max=min(routed_max, ub), kv_tokens=n)
     weights = model.total_weight_bytes("q4_0") if plan_kind == "resident" else model.resident_non_expert_bytes("q4_0")
-    return prefill_memory(model, n, weights_B=weights, arena_B=0, runtime_B=runtime_B, routed_max=routed_max)
+    return prefill_memory(model, n, weights_B=weights, arena_B=0, runtime_B=runtime_B, routed_max=routed_max,
+                          kv_all_layers=False)
 
 
 def _budget_check(run: PrefillRun, base: MemoryBreakdown, min_arena_B: int) -> int | None:
@@ -116,7 +117,9 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
         memory = MemoryBreakdown(base.weights_B, plan.arena_bytes, base.activations_B, base.kv_cache_B,
                                  base.runtime_B)
     else:
-        cache_B = arena_budget if plan.io == "mmap" else None
+        cache_B = None
+        if plan.io == "mmap":   # the page cache gets what the budget (or the device) leaves
+            cache_B = arena_budget if arena_budget is not None else int(device.memory.usable_GiB * GiB) - base.total_B
         readahead_B = int(device.runtime.readahead_KiB * KiB)
         cstats, unit = run_cpu_prefill(sim, model, plan, routing, be, ufs, readahead_B, cache_B, tail)
         events = sim.run()
@@ -193,6 +196,7 @@ def _common(run: PrefillRun, plan: StreamPlan, memory: MemoryBreakdown, trace_in
             device: MobileNPUProfile, events: int, wall: float) -> dict[str, Any]:
     return {
         "peak_memory_gib": memory.total_B / GiB,
+        "fits_device_memory": memory.total_B <= device.memory.usable_GiB * GiB,
         "memory_gib": {"weights": memory.weights_B / GiB, "arena": memory.arena_B / GiB,
                        "activations": memory.activations_B / GiB, "kv_cache": memory.kv_cache_B / GiB,
                        "runtime": memory.runtime_B / GiB},

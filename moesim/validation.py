@@ -40,9 +40,20 @@ class CaseResult:
     passed: bool
     fitted_to: bool
     unit: str
+    low: float = 0.0
+    high: float = 0.0
+
+    @property
+    def reference_text(self) -> str:
+        if self.tolerance_kind == "range":
+            return f"{self.low:.4g}-{self.high:.4g}"
+        return f"{self.reference:.4g}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "reference": {"value": self.reference, "source": self.source},
+        ref: dict[str, Any] = {"value": self.reference, "source": self.source}
+        if self.tolerance_kind == "range":
+            ref.update({"low": self.low, "high": self.high})
+        return {"name": self.name, "reference": ref,
                 "predicted": self.predicted, "error": self.error, "tolerance": self.tolerance,
                 "tolerance_kind": self.tolerance_kind, "passed": self.passed, "fitted_to": self.fitted_to,
                 "unit": self.unit}
@@ -60,11 +71,12 @@ def run_cases(cases: list[Case], only: str | None = None) -> list[CaseResult]:
         elif case.tolerance_kind == "absolute":
             error = predicted - case.reference
             passed = abs(error) <= case.tolerance
-        else:
-            error = predicted / case.reference - 1.0
-            passed = case.low <= predicted <= case.high
+        else:   # distance outside the published range, relative to its nearer end
+            error = 0.0 if case.low <= predicted <= case.high else (
+                predicted / case.high - 1.0 if predicted > case.high else predicted / case.low - 1.0)
+            passed = error == 0.0
         results.append(CaseResult(case.name, case.reference, case.source, predicted, error, case.tolerance,
-                                  case.tolerance_kind, passed, case.fitted_to, case.unit))
+                                  case.tolerance_kind, passed, case.fitted_to, case.unit, case.low, case.high))
     return results
 
 
@@ -78,7 +90,8 @@ def render_markdown(results: list[CaseResult]) -> str:
     for r in results:
         err = f"{r.error:+.1%}" if r.tolerance_kind == "relative" else f"{r.error:+.4f}"
         tol = {"relative": f"±{r.tolerance:.0%}", "absolute": f"±{r.tolerance:.4f}"}.get(r.tolerance_kind, "in range")
-        lines.append(f"| `{r.name}` | {r.reference:.4g} {r.unit} | {r.predicted:.4g} {r.unit} | {err} | {tol} | "
+        err = f"{r.error:+.1%} outside" if r.tolerance_kind == "range" and r.error else err
+        lines.append(f"| `{r.name}` | {r.reference_text} {r.unit} | {r.predicted:.4g} {r.unit} | {err} | {tol} | "
                      f"{'yes' if r.fitted_to else 'no'} | {'yes' if r.passed else '**no**'} | {r.source} |")
     passed = sum(r.passed for r in results)
     lines += ["", f"{passed} of {len(results)} cases pass."]

@@ -65,5 +65,6 @@ def tiny_profile():  # type: ignore[no-untyped-def]
     from moesim.spec.profiles import load_profile
 
     values = {"htp.hmx_fp16_TFLOPS": 2.0, "htp.q4_0_dequant_GBps": 8.0, "htp.call_overhead_us": 20.0,
-              "ufs.effective_read_bw_GBps": 4.0, "cpu.q4_0_gemm_GFLOPS": 200.0}
+              "ufs.effective_read_bw_GBps": 4.0, "cpu.q4_0_gemm_GFLOPS": 200.0,
+              "htp.graph_overhead_us": 100.0}
     return with_values(load_profile("sd8-elite-gen5"), values)  # type: ignore[arg-type]

@@ -16,26 +16,30 @@ from pathlib import Path
 import pytest
 
 import moesim
+from moesim.traces import shared_traces_dir
 
 REPO = Path(__file__).resolve().parent.parent
 DOC_FILES = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md"), *(REPO / "traces").glob("*.md")])
-FENCE = re.compile(r"^```console\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^(<!-- requires shared traces -->\n)?```console\n(.*?)^```", re.S | re.M)
+#: blocks after this marker replay real traces and run only where ../shared/traces exists
+SHARED_MARK = "<!-- requires shared traces -->"
 
 
-def _console_examples() -> list[tuple[str, str, str]]:
+def _console_examples() -> list[tuple[str, str, str, bool]]:
     examples = []
     for path in DOC_FILES:
-        for block in FENCE.findall(path.read_text()):
+        for mark, block in FENCE.findall(path.read_text()):
+            needs = bool(mark)
             command, expected = None, []
             for line in block.splitlines():
                 if line.startswith("$ "):
                     if command is not None:
-                        examples.append((path.name, command, "\n".join(expected)))
+                        examples.append((path.name, command, "\n".join(expected), needs))
                     command, expected = line[2:], []
                 else:
                     expected.append(line)
             if command is not None:
-                examples.append((path.name, command, "\n".join(expected)))
+                examples.append((path.name, command, "\n".join(expected), needs))
     return examples
 
 
@@ -46,8 +50,11 @@ def test_docs_have_console_examples() -> None:
     assert len(CONSOLE) >= 5
 
 
-@pytest.mark.parametrize(("doc", "command", "expected"), CONSOLE, ids=[f"{d}:{c}" for d, c, _ in CONSOLE])
-def test_console_example(run_cli, doc: str, command: str, expected: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("doc", "command", "expected", "needs_shared"), CONSOLE,
+                         ids=[f"{d}:{c}" for d, c, _, _ in CONSOLE])
+def test_console_example(run_cli, doc: str, command: str, expected: str, needs_shared: bool) -> None:  # type: ignore[no-untyped-def]
+    if needs_shared and not shared_traces_dir().is_dir():
+        pytest.skip(f"{doc}: example replays real traces; {shared_traces_dir()} not found")
     argv = shlex.split(command)
     assert argv[0] == "moesim", f"{doc}: only moesim commands are executed, got {command!r}"
     res = run_cli(*argv[1:])

@@ -9,7 +9,9 @@ import click
 from moesim.cli.output import emit_json, emit_table
 from moesim.errors import InputError
 from moesim.results import write_json_atomic
-from moesim.simulate import simulate_prefill
+from moesim.simulate import mobile_profile, simulate_prefill
+from moesim.spec.device import MobileNPUProfile
+from moesim.spec.profiles import override_profile
 from moesim.spec.loading import validate_data
 from moesim.spec.run import POLICY_NAMES, PrefillRun
 
@@ -31,6 +33,20 @@ def _policy(kind: str, options: dict[str, Any]) -> dict[str, Any]:
     return policy
 
 
+def parse_overrides(items: tuple[str, ...]) -> dict[str, float]:
+    """``("ufs.effective_read_bw_GBps=3.0", ...)`` -> ``{"ufs.effective_read_bw_GBps": 3.0}``."""
+    out: dict[str, float] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise InputError("--set", "must be SECTION.FIELD=NUMBER", item) from None
+    return out
+
+
 @click.command()
 @click.option("--model", default="olmoe-1b-7b", show_default=True, metavar="NAME|PATH")
 @click.option("--device", default="sd8-elite-gen5", show_default=True, metavar="NAME|PATH")
@@ -43,18 +59,25 @@ def _policy(kind: str, options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--queue-depth", type=int, help="Reads in flight (estream, layer-b2).")
 @click.option("--prefetch", type=click.Choice(["non-ffn", "after-routing", "on-demand"]), help="estream prefetch point.")
 @click.option("--memory-budget-gib", type=float, help="Peak-memory budget; the default rule fits B to it.")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
+              help="Override one profile number for a what-if (repeatable), e.g. ufs.effective_read_bw_GBps=3.0")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--timeline", type=click.Path(dir_okay=False), help="Write a Chrome/Perfetto trace-event JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy: str, group_size: int | None,
             banks: int | None, queue_depth: int | None, prefetch: str | None, memory_budget_gib: float | None,
-            seed: int, timeline: str | None, as_json: bool) -> None:
+            overrides: tuple[str, ...], seed: int, timeline: str | None, as_json: bool) -> None:
     """Simulate MoE prefill with expert streaming (EStream) or a baseline policy."""
     options = {"group_size": group_size, "banks": banks, "queue_depth": queue_depth, "prefetch": prefetch}
     run = validate_data(PrefillRun, {"model": model, "device": device, "tokens": tokens, "trace": trace_path,
                                      "policy": _policy(policy, options), "memory_budget_GiB": memory_budget_gib,
                                      "seed": seed})
-    result = simulate_prefill(run)
+    profile = mobile_profile(device)
+    if overrides:
+        changed = override_profile(profile, parse_overrides(overrides))
+        assert isinstance(changed, MobileNPUProfile)
+        profile = changed
+    result = simulate_prefill(run, profile=profile)
     if timeline:
         write_json_atomic(result.to_chrome_trace(), timeline)
     m = result.metrics
@@ -71,3 +94,6 @@ def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy
             ("io_amplification", f"{m['io_amplification']:.3f}")]
     rows += [(f"utilization.{k}", f"{v:.3f}") for k, v in sorted(m["utilization"].items())]
     emit_table(["metric", "value"], rows)
+    if not m["fits_device_memory"]:
+        click.echo(f"warning: peak memory {m['peak_memory_gib']:.2f} GiB exceeds the usable memory of "
+                   f"{cfg['device']}: this run would not complete on the device", err=True)

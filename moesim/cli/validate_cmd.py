@@ -30,7 +30,7 @@ def validate(only: str | None, report: str, as_json: bool) -> None:
     if as_json:
         emit_json({"cases": [r.to_dict() for r in results]})
     else:
-        rows = [(r.name, f"{r.reference:.4g}", f"{r.predicted:.4g}",
+        rows = [(r.name, r.reference_text, f"{r.predicted:.4g}",
                  f"{r.error:+.1%}" if r.tolerance_kind != "absolute" else f"{r.error:+.4f}",
                  "fitted" if r.fitted_to else "held out", "pass" if r.passed else "FAIL") for r in results]
         emit_table(["case", "reference", "predicted", "error", "kind", "result"], rows)

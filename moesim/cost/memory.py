@@ -37,8 +37,13 @@ def activation_bytes(model: ModelSpec, n_tokens: int, routed_max: int) -> int:
 
 
 def prefill_memory(model: ModelSpec, n_tokens: int, *, weights_B: int, arena_B: int, runtime_B: int,
-                   routed_max: int, kv_tokens: int | None = None) -> MemoryBreakdown:
-    kv = model.kv_cache_bytes_per_token(FP16_B) * (n_tokens if kv_tokens is None else kv_tokens)
+                   routed_max: int, kv_tokens: int | None = None, kv_all_layers: bool = True) -> MemoryBreakdown:
+    """``kv_all_layers=False``: a prefill-only run that executes the whole prompt layer by
+    layer needs only the current layer's K and V (nothing attends to them later)."""
+    per_token = model.kv_cache_bytes_per_token(FP16_B)
+    if not kv_all_layers:
+        per_token //= model.num_attention_layers
+    kv = per_token * (n_tokens if kv_tokens is None else kv_tokens)
     return MemoryBreakdown(weights_B=weights_B, arena_B=arena_B,
                            activations_B=activation_bytes(model, n_tokens, routed_max),
                            kv_cache_B=kv, runtime_B=runtime_B)

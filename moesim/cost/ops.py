@@ -129,7 +129,10 @@ def layer_non_ffn(model: ModelSpec, n: int, layer: int, be: Backend, past: int =
     """Everything of layer ``layer`` except the routed experts, by operator, for ``n`` new
     tokens after ``past`` already in the KV cache."""
     h, m = model.hidden_size, model.moe
-    ops: dict[str, OpCost] = {"norms": OpCost(vec_ns=2 * n * h * FP32_B * 2 / be.elem_B_per_ns)}
+    ops: dict[str, OpCost] = {}
+    if be.layer_overhead_ns:
+        ops["graph"] = OpCost(overhead_ns=be.layer_overhead_ns)
+    ops["norms"] = OpCost(vec_ns=2 * n * h * FP32_B * 2 / be.elem_B_per_ns)
     ops["attention" if is_attention_layer(model, layer) else "conv"] = (
         attention_op(model, n, layer, be, past) if is_attention_layer(model, layer) else _conv_op(model, n, be))
     q4 = _Q4.format_of(TensorClass.DENSE_FFN)

@@ -29,6 +29,7 @@ class Backend:
     elem_B_per_ns: float          # activation bytes per ns for element-wise passes (DRAM)
     tile_rows: int                # token rows of a matrix tile; partial tiles cost a full tile
     call_overhead_ns: float       # per expert-group call (descriptor submit)
+    layer_overhead_ns: float = 0.0  # per layer's non-expert graph (launch, sync, routing read-back)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ def npu_backend(p: MobileNPUProfile) -> Backend:
         elem_B_per_ns=p.memory.peak_bw_GBps,
         tile_rows=p.htp.hmx_tile_rows_count,
         call_overhead_ns=p.htp.require("call_overhead_us", p.name) * 1e3,
+        layer_overhead_ns=p.htp.require("graph_overhead_us", p.name) * 1e3,
     )
 
 

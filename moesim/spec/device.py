@@ -77,6 +77,8 @@ class HTPSection(Section):
         None, description="Q4_0 weight bytes moved to VTCM and dequantised per second (DMA + HVX)")
     vtcm_MiB: PositiveFloat
     call_overhead_us: PositiveFloat | None = Field(None, description="descriptor submit per expert-group call")
+    graph_overhead_us: PositiveFloat | None = Field(
+        None, description="fixed cost of executing a layer's non-expert graph (launch, sync, routing read-back)")
 
 
 class ArenaSection(Section):

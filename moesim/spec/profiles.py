@@ -20,7 +20,7 @@ from moesim.spec.loading import read_toml, validate_union
 from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["profile_dir", "profile_names", "load_profile", "list_profiles", "profile_hash",
-           "AnyProfile"]
+           "override_profile", "AnyProfile"]
 
 AnyProfile = MobileNPUProfile | GPUServerProfile
 _ADAPTER: TypeAdapter[AnyProfile] = TypeAdapter(DeviceProfile)
@@ -86,3 +86,23 @@ def profile_hash(profile: AnyProfile) -> str:
     """sha256 of the profile's canonical JSON: identifies the exact numbers a run used."""
     canonical = json.dumps(profile.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def override_profile(profile: AnyProfile, values: dict[str, float], note: str = "what-if override") -> AnyProfile:
+    """A copy of ``profile`` with ``{"section.field": value}`` set and validated again.
+
+    Each overridden number gets the provenance ``"assumed: <note>"`` unless a note of kind
+    ``fitted`` is already there (calibration trials keep their note).
+    """
+    data = profile.model_dump(mode="python")
+    for dotted, value in values.items():
+        section, _, field = dotted.partition(".")
+        if section not in data or not isinstance(data[section], dict) or not field:
+            raise InputError("--set", "must name SECTION.FIELD of the profile", dotted)
+        if field not in data[section]:
+            raise InputError(f"{section}.{field}", "is not a field of the profile", value, show_value=False)
+        data[section][field] = value
+        old = data[section]["provenance"].get(field, "")
+        if not old.startswith("fitted") or "pending" in old:
+            data[section]["provenance"][field] = f"assumed: {note}"
+    return validate_union(_ADAPTER, data, source=f"{profile.name} with overrides")

@@ -20,7 +20,7 @@ def test_every_command_has_json_flag() -> None:
 
     commands = list(walk(cli, []))
     names = {" ".join(p) for p, _ in commands}
-    for expected in ("models", "devices", "prefill", "autoconfig", "specdecode", "calibrate", "validate"):
+    for expected in ("models", "devices", "prefill", "autoconfig", "specdecode", "calibrate estream", "validate"):
         assert expected in names
     for path, cmd in commands:
         opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
@@ -39,7 +39,7 @@ def test_debug_shows_traceback(run_cli) -> None:  # type: ignore[no-untyped-def]
         run_cli("--debug", "models", "--model", "nope")
 
 
-@pytest.mark.parametrize("command", ["prefill", "autoconfig", "specdecode", "calibrate", "validate"])
+@pytest.mark.parametrize("command", ["autoconfig", "specdecode"])
 def test_planned_commands_say_so_and_fail(run_cli, command) -> None:  # type: ignore[no-untyped-def]
     res = run_cli(command, "--json")
     assert res.code == 3 and "not available yet" in res.err and res.out == ""

@@ -42,9 +42,9 @@ def test_every_bundled_number_has_provenance() -> None:
 def test_pending_numbers_raise_instead_of_defaulting() -> None:
     phone = load_profile("sd8-elite-gen5")
     assert isinstance(phone, MobileNPUProfile)
-    assert "hmx_fp16_TFLOPS" in phone.htp.pending()
-    with pytest.raises(NotFittedError, match="hmx_fp16_TFLOPS"):
-        phone.htp.require("hmx_fp16_TFLOPS", phone.name)
+    assert "hvx_int8_TOPS" in phone.htp.pending()
+    with pytest.raises(NotFittedError, match="hvx_int8_TOPS"):
+        phone.htp.require("hvx_int8_TOPS", phone.name)
     assert phone.ufs.require("peak_read_bw_GBps") == 4.3
 
 
@@ -52,7 +52,7 @@ def test_profile_hash_is_stable_and_sensitive(write_profile, phone_profile_text)
     a = load_profile("sd8-elite-gen5")
     b = load_profile(write_profile(phone_profile_text))
     assert profile_hash(a) == profile_hash(b)
-    c = load_profile(write_profile(phone_profile_text.replace("peak_read_bw_GBps = 4.3", "peak_read_bw_GBps = 4.0")))
+    c = load_profile(write_profile(phone_profile_text.replace("peak_read_bw_GBps = 4.3", "peak_read_bw_GBps = 4.4")))
     assert profile_hash(c) != profile_hash(a)
 
 
@@ -110,12 +110,12 @@ def test_cross_field_gpu(write_profile) -> None:  # type: ignore[no-untyped-def]
 
 def test_user_profile_shows(run_cli, write_profile, phone_profile_text) -> None:  # type: ignore[no-untyped-def]
     path = write_profile(phone_profile_text.replace('name = "sd8-elite-gen5"', 'name = "my-phone"')
-                         .replace("peak_read_bw_GBps = 4.3", "peak_read_bw_GBps = 4.0"))
+                         .replace("peak_read_bw_GBps = 4.3", "peak_read_bw_GBps = 4.4"))
     res = run_cli("devices", "--device", str(path), "--json")
     assert res.code == 0, res.err
     record = json.loads(res.out)["devices"][0]
-    assert record["name"] == "my-phone" and record["ufs"]["peak_read_bw_GBps"] == 4.0
-    assert "htp.hmx_fp16_TFLOPS" in record["pending_fit"]
+    assert record["name"] == "my-phone" and record["ufs"]["peak_read_bw_GBps"] == 4.4
+    assert "htp.hvx_int8_TOPS" in record["pending_fit"]
     human = run_cli("devices", "--device", str(path))
     assert "ufs.peak_read_bw_GBps" in human.out and "(pending fit)" in human.out
 

@@ -14,20 +14,22 @@ from moesim.cost.ops import OpCost, layer_non_ffn, lm_head_op
 from moesim.cost.params import cpu_backend, npu_backend, ufs_params
 from moesim.engine import Sim
 from moesim.errors import InputError
+from moesim.cost.pipeline import service_times
+from moesim.policies.autoconfig import Choice, build_profile, select
 from moesim.policies.prefill import StreamPlan, plan_prefill
 from moesim.results import PrefillResult
 from moesim.spec.catalog import load_model
 from moesim.spec.device import MobileNPUProfile
 from moesim.spec.model import ModelSpec
 from moesim.spec.profiles import AnyProfile, load_profile, profile_hash
-from moesim.spec.run import PrefillRun
+from moesim.spec.run import EStreamPolicy, PrefillRun
 from moesim.traces.model import RoutingTrace
 from moesim.traces.sources import prompt_routing
 from moesim.units import GiB, KiB, MiB
 from moesim.workloads.prefill import run_stream_prefill
 from moesim.workloads.prefill_cpu import run_cpu_prefill
 
-__all__ = ["simulate_prefill", "simulate_routing", "mobile_profile", "routing_counts"]
+__all__ = ["simulate_prefill", "simulate_routing", "mobile_profile", "routing_counts", "base_memory"]
 
 
 def mobile_profile(device: str | AnyProfile) -> MobileNPUProfile:
@@ -58,6 +60,12 @@ def _non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRu
     weights = model.total_weight_bytes("q4_0") if plan_kind == "resident" else model.resident_non_expert_bytes("q4_0")
     return prefill_memory(model, n, weights_B=weights, arena_B=0, runtime_B=runtime_B, routed_max=routed_max,
                           kv_all_layers=False)
+
+
+def base_memory(model: ModelSpec, device: MobileNPUProfile, n_tokens: int, routed_max: int) -> int:
+    """Bytes of an estream prefill outside the arena (resident weights, activations, KV, runtime)."""
+    run = PrefillRun(model=model.name, device=device.name, tokens=n_tokens)
+    return _non_arena_memory(model, device, run, "estream", routed_max).total_B
 
 
 def _budget_check(run: PrefillRun, base: MemoryBreakdown, min_arena_B: int) -> int | None:
@@ -103,7 +111,10 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
     if kind == "resident":
         min_arena = 0
     arena_budget = _budget_check(run, base, min_arena)
-    plan = plan_prefill(run.policy, model, device, counts, arena_budget)
+    policy, auto = run.policy, None
+    if isinstance(policy, EStreamPolicy) and (policy.group_size is None or policy.banks is None):
+        policy, auto = _autoconfigure(policy, model, device, counts, run.tokens, base, arena_budget)
+    plan = plan_prefill(policy, model, device, counts, arena_budget)
     _arena_checks(plan, device, arena_budget, run)
     sim = Sim(run.seed)
     be = npu_backend(device) if plan.backend == "npu" else cpu_backend(device)
@@ -128,8 +139,32 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
                                  base.runtime_B)
     wall = time.perf_counter() - wall0
     metrics.update(_common(run, plan, memory, trace_info, device, events, wall))
+    metrics["config"]["autoconfigured"] = auto is not None
+    if auto is not None:
+        metrics["config"]["predicted_ttft_s"] = auto.ttft_ns / 1e9
+        metrics["config"]["selection_ms"] = auto.selection_ms
     metrics["tokens_per_s"] = run.tokens / metrics["ttft_s"] if metrics["ttft_s"] > 0 else 0.0
     return PrefillResult(metrics=metrics, spans=sim.recorder.frame())
+
+
+def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
+                   n_tokens: int, base: MemoryBreakdown, arena_budget: int | None) -> tuple[EStreamPolicy, Choice]:
+    """Fill the unset G/B/Q of ``policy`` with the max-plus search's choice."""
+    limit = int(device.arena.max_mapped_GiB * GiB)
+    limit = min(limit, int(device.memory.usable_GiB * GiB) - base.total_B)
+    if arena_budget is not None:
+        limit = min(limit, arena_budget)
+    st = service_times(model, npu_backend(device), ufs_params(device), counts, n_tokens)
+    profile = build_profile(st, [policy.group_size] if policy.group_size else None)
+    q = policy.queue_depth
+    choice = select(profile, limit, policy.prefetch, group_size=policy.group_size, banks=policy.banks, queue_depth=q)
+    if choice is None:
+        raise InputError("memory_budget_GiB", f"leaves {limit / GiB:.3f} GiB for the arena: no configuration of "
+                         f"{model.name} fits", None if arena_budget is None else arena_budget / GiB)
+    cfg = choice.config
+    chosen = policy.model_copy(update={"group_size": cfg.group_size, "banks": cfg.banks,
+                                       "queue_depth": q if q is not None else cfg.queue_depth})
+    return chosen, choice
 
 
 def _arena_checks(plan: StreamPlan, device: MobileNPUProfile, arena_budget: int | None, run: PrefillRun) -> None:

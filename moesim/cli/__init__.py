@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import click
 
 from moesim import __version__
+from moesim.cli.autoconfig_cmd import autoconfig
 from moesim.cli.catalog_cmd import devices, models
 from moesim.cli.pending_cmd import PENDING
 from moesim.cli.prefill_cmd import prefill
@@ -34,6 +35,7 @@ def cli(debug: bool) -> None:
 cli.add_command(models)
 cli.add_command(devices)
 cli.add_command(prefill)
+cli.add_command(autoconfig)
 cli.add_command(validate)
 cli.add_command(calibrate)
 for _command in PENDING:

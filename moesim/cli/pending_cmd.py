@@ -13,7 +13,6 @@ __all__ = ["PENDING", "EXIT_NOT_AVAILABLE"]
 EXIT_NOT_AVAILABLE = 3
 
 _PLANNED = {
-    "autoconfig": ("Choose group size, banks and queue depth under a memory budget.", 5),
     "specdecode": ("Simulate speculative decoding of an MoE on GPUs (EcoSpec).", 7),
 }
 

@@ -1,0 +1,2 @@
+"""Auto-configuration: the search lives in moesim.policies.autoconfig (pure); this package
+adds the exhaustive discrete-event check and the latency-memory plot."""

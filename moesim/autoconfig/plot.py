@@ -1,0 +1,56 @@
+"""The latency-memory trade-off plot (matplotlib imported only when a plot is asked for)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from moesim.autoconfig.run import AutoconfigCase, arena_budget
+from moesim.cost.maxplus import Gate
+from moesim.errors import InputError
+from moesim.policies.autoconfig import select
+from moesim.units import GiB
+
+__all__ = ["tradeoff_points", "plot_tradeoff"]
+
+
+def tradeoff_points(case: AutoconfigCase, gate: Gate, points: int = 24) -> list[tuple[float, float, str]]:
+    """(budget GiB, best predicted TTFT s, "G=..,B=..") from just above the minimum arena to
+    one layer of experts resident in the arena."""
+    lo = (case.base_B + 2 * case.profile.st.expert_B) / GiB
+    hi = (case.base_B + case.profile.experts * case.profile.st.expert_B * 2) / GiB
+    out = []
+    for i in range(points):
+        budget = lo * (hi / lo) ** (i / (points - 1)) * 1.0001
+        choice = select(case.profile, arena_budget(case, budget), gate)
+        if choice is not None:
+            c = choice.config
+            out.append((budget, choice.ttft_ns / 1e9, f"G={c.group_size},B={c.banks}"))
+    return out
+
+
+def plot_tradeoff(case: AutoconfigCase, gate: Gate, chosen: tuple[float, float], path: str) -> Path:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("--plot", "needs matplotlib: pip install 'moesim[plot]'", path) from None
+    if Path(path).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise InputError("--plot", "must end in .png, .svg or .pdf", path)
+    pts = tradeoff_points(case, gate)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, lw=1.2, label="best configuration")
+    ax.scatter([chosen[0]], [chosen[1]], color="crimson", zorder=3, label="chosen for this budget")
+    ax.set_xlabel("memory budget (GiB)")
+    ax.set_ylabel("predicted TTFT (s)")
+    ax.set_title(f"{case.model.name}, {case.tokens} tokens, {case.device.name} ({gate})", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out = Path(path)
+    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
+    fig.savefig(tmp, metadata={"Software": None} if out.suffix.lower() == ".png" else None)
+    plt.close(fig)
+    tmp.replace(out)
+    return out

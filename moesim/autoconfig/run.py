@@ -1,0 +1,97 @@
+"""Auto-configuration of one prefill: profile, select, and optionally the exhaustive check.
+
+``autoconfigure`` builds the stored profile for a (model, device, prompt routing), selects
+under the memory budget, and with ``verify=True`` runs the discrete-event simulation on
+every configuration of the same space to report the true optimum and the regret.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from moesim.cost.maxplus import Gate
+from moesim.cost.params import npu_backend, ufs_params
+from moesim.cost.pipeline import service_times
+from moesim.errors import InputError
+from moesim.policies.autoconfig import Choice, Config, StoredProfile, build_profile, select, space
+from moesim.simulate import base_memory, mobile_profile, routing_counts, simulate_routing
+from moesim.spec.catalog import load_model
+from moesim.spec.device import MobileNPUProfile
+from moesim.spec.model import ModelSpec
+from moesim.spec.run import EStreamPolicy, PrefillRun
+from moesim.traces.sources import prompt_routing
+from moesim.units import GiB
+
+__all__ = ["AutoconfigCase", "prepare", "autoconfigure", "exhaustive", "arena_budget"]
+
+
+@dataclass(frozen=True)
+class AutoconfigCase:
+    """Everything fixed for one selection: model, device, routing, budget, stored profile."""
+
+    model: ModelSpec
+    device: MobileNPUProfile
+    tokens: int
+    routing: np.ndarray
+    trace_info: dict[str, Any]
+    base_B: int
+    profile: StoredProfile
+
+
+def prepare(model: str, device: str | MobileNPUProfile, tokens: int, trace: str | None = None,
+            seed: int = 0) -> AutoconfigCase:
+    spec = load_model(model)
+    dev = mobile_profile(device) if isinstance(device, str) else device
+    routing, info = prompt_routing(spec, tokens, path=trace, seed=seed)
+    counts = routing_counts(routing, spec.moe.num_routed_experts)
+    st = service_times(spec, npu_backend(dev), ufs_params(dev), counts, tokens)
+    base = base_memory(spec, dev, tokens, int(counts.max()))
+    return AutoconfigCase(spec, dev, tokens, routing, info, base, build_profile(st))
+
+
+def arena_budget(case: AutoconfigCase, budget_GiB: float) -> int:
+    """Bytes the budget leaves for the arena (error below the smallest arena)."""
+    limit = min(int(budget_GiB * GiB), int(case.device.memory.usable_GiB * GiB)) - case.base_B
+    limit = min(limit, int(case.device.arena.max_mapped_GiB * GiB))
+    smallest = 2 * case.profile.st.expert_B
+    if limit < smallest:
+        need = (case.base_B + smallest) / GiB
+        raise InputError("memory_budget_GiB", f"must be >= {need:.3f} GiB for {case.model.name} at {case.tokens} "
+                         f"tokens (non-expert memory {case.base_B / GiB:.3f} GiB + the smallest arena of 2 banks x "
+                         f"1 expert)", budget_GiB)
+    return limit
+
+
+def autoconfigure(case: AutoconfigCase, budget_GiB: float, gate: Gate = "non-ffn") -> Choice:
+    choice = select(case.profile, arena_budget(case, budget_GiB), gate)
+    assert choice is not None, "arena_budget guarantees the smallest configuration fits"
+    return choice
+
+
+def simulate_config(case: AutoconfigCase, cfg: Config, gate: Gate, budget_GiB: float | None = None) -> int:
+    """TTFT in ns of the discrete-event simulation at ``cfg``."""
+    policy = EStreamPolicy(group_size=cfg.group_size, banks=cfg.banks, queue_depth=cfg.queue_depth, prefetch=gate)
+    run = PrefillRun(model=case.model.name, device=case.device.name, tokens=case.tokens, policy=policy,
+                     memory_budget_GiB=budget_GiB)
+    return round(simulate_routing(run, case.model, case.device, case.routing, case.trace_info).ttft_s * 1e9)
+
+
+@dataclass(frozen=True)
+class Exhaustive:
+    best: Config
+    best_ttft_ns: int
+    configs: int
+    wall_s: float
+    ttft_ns: dict[Config, int]
+
+
+def exhaustive(case: AutoconfigCase, budget_GiB: float, gate: Gate = "non-ffn") -> Exhaustive:
+    """The discrete-event simulation of every configuration in the space that fits."""
+    t0 = time.perf_counter()
+    results = {cfg: simulate_config(case, cfg, gate) for cfg in space(case.profile, arena_budget(case, budget_GiB))}
+    best = min(results, key=lambda c: (results[c], case.profile.arena_B(c), c.queue_depth, c.group_size))
+    return Exhaustive(best, results[best], len(results), time.perf_counter() - t0, results)

@@ -1,0 +1,72 @@
+"""``moesim autoconfig``: choose G, B and Q for a model, device, prompt and memory budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from moesim.cli.output import emit_json, emit_table
+
+__all__ = ["autoconfig"]
+
+
+@click.command()
+@click.option("--model", default="olmoe-1b-7b", show_default=True, metavar="NAME|PATH")
+@click.option("--device", default="sd8-elite-gen5", show_default=True, metavar="NAME|PATH")
+@click.option("--tokens", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option("--memory-budget-gib", type=float, required=True, help="Peak-memory budget of the prefill.")
+@click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet) for the routing.")
+@click.option("--prefetch", type=click.Choice(["non-ffn", "after-routing", "on-demand"]), default="non-ffn",
+              show_default=True)
+@click.option("--verify", is_flag=True, help="Also simulate every configuration (exhaustive sweep) and report regret.")
+@click.option("--plot", metavar="PATH", help="Save the TTFT-vs-budget trade-off (.png/.svg/.pdf).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, trace_path: str | None,
+               prefetch: str, verify: bool, plot: str | None, as_json: bool) -> None:
+    """Choose group size, bank count and queue depth under a memory budget (max-plus search)."""
+    from moesim.autoconfig.run import autoconfigure, exhaustive, prepare, simulate_config
+    from moesim.units import GiB
+
+    gate: Any = prefetch
+    case = prepare(model, device, tokens, trace_path)
+    choice = autoconfigure(case, memory_budget_gib, gate)
+    cfg = choice.config
+    peak = (case.base_B + case.profile.arena_B(cfg)) / GiB
+    out: dict[str, Any] = {
+        "config": {"group_size": cfg.group_size, "banks": cfg.banks, "queue_depth": cfg.queue_depth,
+                   "prefetch": prefetch},
+        "predicted_ttft_s": choice.ttft_ns / 1e9, "peak_memory_gib": peak, "selection_ms": choice.selection_ms,
+        "profile_ms": case.profile.build_ms, "evaluated": choice.evaluated,
+        "runner_up": [{"group_size": g, "banks": c.banks, "queue_depth": c.queue_depth, "predicted_ttft_s": t / 1e9}
+                      for g, (c, t) in sorted(choice.per_group_size.items(), key=lambda kv: (kv[1][1], kv[0]))],
+        "model": case.model.name, "device": case.device.name, "tokens": tokens, "memory_budget_gib": memory_budget_gib,
+        "trace": {"source": case.trace_info["source"], "synthetic": case.trace_info["synthetic"]},
+    }
+    if verify:
+        ex = exhaustive(case, memory_budget_gib, gate)
+        chosen_des = simulate_config(case, cfg, gate)
+        select_s = (case.profile.build_ms + choice.selection_ms) / 1e3
+        out.update({"exhaustive_best": {"group_size": ex.best.group_size, "banks": ex.best.banks,
+                                        "queue_depth": ex.best.queue_depth},
+                    "exhaustive_ttft_s": ex.best_ttft_ns / 1e9, "chosen_des_ttft_s": chosen_des / 1e9,
+                    "regret": chosen_des / ex.best_ttft_ns - 1.0, "exhaustive_wall_s": ex.wall_s,
+                    "exhaustive_configs": ex.configs, "speedup_vs_exhaustive": ex.wall_s / select_s})
+    if plot:
+        from moesim.autoconfig.plot import plot_tradeoff
+
+        plot_tradeoff(case, gate, (memory_budget_gib, choice.ttft_ns / 1e9), plot)
+        out["plot"] = plot
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(f"{case.model.name} on {case.device.name}, {tokens} tokens, budget {memory_budget_gib} GiB, "
+               f"prefetch {prefetch}")
+    rows = [("group_size", cfg.group_size), ("banks", cfg.banks), ("queue_depth", cfg.queue_depth),
+            ("predicted_ttft_s", f"{choice.ttft_ns / 1e9:.4f}"), ("peak_memory_gib", f"{peak:.3f}"),
+            ("selection_ms", f"{choice.selection_ms:.2f}"), ("profile_ms", f"{case.profile.build_ms:.1f}")]
+    if verify:
+        rows += [("exhaustive_best", f"G={ex.best.group_size} B={ex.best.banks} Q={ex.best.queue_depth}"),
+                 ("exhaustive_ttft_s", f"{out['exhaustive_ttft_s']:.4f}"), ("regret", f"{out['regret']:.4%}"),
+                 ("exhaustive_wall_s", f"{ex.wall_s:.2f}"), ("speedup_vs_exhaustive", f"{out['speedup_vs_exhaustive']:.0f}x")]
+    emit_table(["field", "value"], rows)

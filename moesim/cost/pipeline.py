@@ -1,0 +1,87 @@
+"""Build the max-plus evaluator's input from a model, a device and a routing pattern.
+
+Durations are computed with the same cost functions and the same integer-ns rounding as
+the discrete-event simulation, so the two agree exactly (see moesim.cost.maxplus).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from moesim.cost.maxplus import GroupTimes, PipelineInput
+from moesim.cost.ops import OpCost, group_op, layer_non_ffn, lm_head_op
+from moesim.cost.params import Backend, UFSParams
+
+from moesim.spec.model import ModelSpec
+
+__all__ = ["ServiceTimes", "service_times", "pipeline_input", "ns_int"]
+
+
+def ns_int(duration: float) -> int:
+    """The simulator's rounding of a duration to integer ns (moesim.engine.ns)."""
+    return int(duration + 0.5)
+
+
+@dataclass(frozen=True)
+class ServiceTimes:
+    """The reusable profile of one (model, device, prompt routing): everything the
+    evaluator needs for any G, B, Q. ``expert_costs[l][e]`` is the cost of expert ``e`` of
+    MoE layer ``l`` for its routed tokens; group times are sums of these."""
+
+    model: str
+    n_tokens: int
+    expert_B: int
+    non_ffn_ns: tuple[int, ...]
+    tail_ns: int
+    latency_ns: int
+    B_per_ns: float
+    call_overhead_ns: float
+    counts: np.ndarray                       # [moe_layers, experts] routed tokens
+    expert_costs: tuple[tuple[OpCost, ...], ...]
+    num_dense_layers: int
+
+
+def service_times(model: ModelSpec, be: Backend, ufs: UFSParams, counts: np.ndarray, n_tokens: int) -> ServiceTimes:
+    non_ffn = tuple(sum(ns_int(c.total_ns) for c in layer_non_ffn(model, n_tokens, layer, be).values())
+                    for layer in range(model.num_layers))
+    from moesim.cost.ops import expert_op
+
+    cache: dict[int, OpCost] = {}
+    costs = []
+    for row in counts:
+        layer_costs = []
+        for t in row.tolist():
+            if t not in cache:
+                cache[t] = expert_op(int(t), model, be)
+            layer_costs.append(cache[t])
+        costs.append(tuple(layer_costs))
+    return ServiceTimes(model.name, n_tokens, model.expert_bytes("q4_0"), non_ffn, ns_int(lm_head_op(model, be).total_ns),
+                        ns_int(ufs.latency_ns), ufs.B_per_ns, be.call_overhead_ns, counts, tuple(costs),
+                        model.num_dense_layers)
+
+
+def _group_ns(costs: tuple[OpCost, ...], call_overhead_ns: float) -> int:
+    total = OpCost()
+    for c in costs:
+        total = total + c
+    if total.mat_ns == 0 and total.vec_ns == 0:
+        return 0
+    return ns_int(OpCost(total.mat_ns, total.vec_ns, call_overhead_ns).total_ns)
+
+
+def pipeline_input(st: ServiceTimes, group_size: int) -> PipelineInput:
+    """Group the experts of every MoE layer by ``group_size`` in expert-id order."""
+    groups: list[tuple[GroupTimes, ...]] = [() for _ in range(st.num_dense_layers)]
+    n_exp = st.counts.shape[1]
+    for row, costs in zip(st.counts, st.expert_costs):
+        layer = []
+        for first in range(0, n_exp, group_size):
+            last = min(first + group_size, n_exp)
+            active = bool(row[first:last].any())
+            n_bytes = st.expert_B * (last - first)
+            compute = _group_ns(costs[first:last], st.call_overhead_ns) if active else 0
+            layer.append(GroupTimes(active, compute, ns_int(n_bytes / st.B_per_ns)))
+        groups.append(tuple(layer))
+    return PipelineInput(st.non_ffn_ns, tuple(groups), st.tail_ns, st.latency_ns)

@@ -39,7 +39,7 @@ def test_debug_shows_traceback(run_cli) -> None:  # type: ignore[no-untyped-def]
         run_cli("--debug", "models", "--model", "nope")
 
 
-@pytest.mark.parametrize("command", ["autoconfig", "specdecode"])
+@pytest.mark.parametrize("command", ["specdecode"])
 def test_planned_commands_say_so_and_fail(run_cli, command) -> None:  # type: ignore[no-untyped-def]
     res = run_cli(command, "--json")
     assert res.code == 3 and "not available yet" in res.err and res.out == ""

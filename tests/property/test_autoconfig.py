@@ -1,0 +1,78 @@
+"""The max-plus evaluator agrees with the discrete-event simulation; the search is exact,
+feasible and monotone in the budget."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from moesim.cost.maxplus import evaluate, lower_bound
+from moesim.cost.params import npu_backend, ufs_params
+from moesim.cost.pipeline import pipeline_input, service_times
+from moesim.policies.autoconfig import build_profile, select, space
+from moesim.simulate import routing_counts, simulate_routing
+from moesim.spec.run import EStreamPolicy, PrefillRun
+from tests.strategies import estream_configs, routings, small_models
+
+SETTINGS = settings(max_examples=int(__import__("os").environ.get("MOESIM_HYPOTHESIS_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@st.composite
+def cases(draw: st.DrawFn):  # type: ignore[no-untyped-def]
+    model = draw(small_models())
+    tokens = draw(st.integers(1, 96))
+    routing = routings(model, tokens, draw(st.integers(0, 2**16)), draw(st.floats(0, 1)))
+    return model, routing
+
+
+def _profile(tiny_profile, model, routing):  # type: ignore[no-untyped-def]
+    counts = routing_counts(routing, model.moe.num_routed_experts)
+    st_ = service_times(model, npu_backend(tiny_profile), ufs_params(tiny_profile), counts, routing.shape[0])
+    return build_profile(st_)
+
+
+def _des(tiny_profile, model, routing, cfg):  # type: ignore[no-untyped-def]
+    run = PrefillRun(model=model.name, device=tiny_profile.name, tokens=routing.shape[0], policy=EStreamPolicy(**cfg))
+    return round(simulate_routing(run, model, tiny_profile, routing).ttft_s * 1e9)
+
+
+@SETTINGS
+@given(cases(), st.data())
+def test_evaluator_equals_simulation(tiny_profile, case, data) -> None:  # type: ignore[no-untyped-def]
+    model, routing = case
+    cfg = data.draw(estream_configs(model))
+    prof = _profile(tiny_profile, model, routing)
+    inp = prof.inputs[cfg["group_size"]]
+    predicted = evaluate(inp, cfg["banks"], cfg["queue_depth"], cfg["prefetch"])
+    assert predicted == _des(tiny_profile, model, routing, cfg)
+    assert lower_bound(inp, cfg["prefetch"]) <= predicted
+
+
+@SETTINGS
+@given(cases(), st.sampled_from(["non-ffn", "after-routing", "on-demand"]), st.floats(1.0, 4.0))
+def test_search_finds_the_exhaustive_optimum(tiny_profile, case, gate, slack) -> None:  # type: ignore[no-untyped-def]
+    model, routing = case
+    prof = _profile(tiny_profile, model, routing)
+    budget = int(2 * prof.st.expert_B * slack * model.moe.num_routed_experts / 2)
+    choice = select(prof, budget, gate)
+    assert choice is not None
+    assert prof.arena_B(choice.config) <= budget                         # feasible
+    every = {c: evaluate(prof.inputs[c.group_size], c.banks, c.queue_depth, gate) for c in space(prof, budget)}
+    assert choice.ttft_ns == min(every.values())                           # exact minimum of the space
+    assert choice.config in every
+    assert _des(tiny_profile, model, routing, {"group_size": choice.config.group_size, "banks": choice.config.banks,
+                                               "queue_depth": choice.config.queue_depth,
+                                               "prefetch": gate}) == choice.ttft_ns
+
+
+@SETTINGS
+@given(cases(), st.floats(1.0, 3.0), st.floats(1.0, 3.0))
+def test_more_memory_never_gives_a_slower_choice(tiny_profile, case, a, b) -> None:  # type: ignore[no-untyped-def]
+    model, routing = case
+    prof = _profile(tiny_profile, model, routing)
+    small = int(2 * prof.st.expert_B * a)
+    large = int(small * b)
+    t_small, t_large = select(prof, small), select(prof, large)
+    assert t_small is not None and t_large is not None
+    assert t_large.ttft_ns <= t_small.ttft_ns
+    assert lower_bound(pipeline_input(prof.st, t_large.config.group_size), "non-ffn") <= t_large.ttft_ns

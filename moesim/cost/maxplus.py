@@ -46,103 +46,51 @@ class PipelineInput:
 
 
 def evaluate(inp: PipelineInput, banks: int, queue_depth: int, gate: Gate) -> int:
-    """TTFT in ns of the streamed prefill under (B, Q, prefetch point)."""
-    # compute program: per layer, its active groups' indices into the read list
-    reads: list[tuple[int, int]] = []          # (layer, group index)
-    for layer, groups in enumerate(inp.groups):
-        for g, times in enumerate(groups):
-            if times.active or gate == "non-ffn":
-                reads.append((layer, g))
-    read_end: dict[tuple[int, int], int] = {}
-    bank_free = [0] * banks                     # heap of times a bank becomes free
-    slot_free = [0] * queue_depth               # heap of times a queue slot becomes free
-    heapq.heapify(bank_free)
-    heapq.heapify(slot_free)
-    n_layers = len(inp.groups)
-    start = [-1] * (n_layers + 1)               # S_l: layer l's non-FFN starts
-    routed = [-1] * n_layers                    # R_l: routing known
-    start[0] = 0
-    state = _Compute(inp, start, routed, read_end, bank_free)
-    loader, link_free = 0, 0
-    for layer, g in reads:
-        times = inp.groups[layer][g]
-        state.advance()
-        if gate == "non-ffn":
-            gate_t = start[layer]
-        elif gate == "after-routing":
-            gate_t = routed[layer]
-        else:
-            gate_t = state.request_time(layer, g)
-        assert gate_t >= 0, "recurrence order violated"
-        t = max(loader, gate_t)
-        if not times.active and 0 <= routed[layer] <= t:
-            loader = t
-            continue
-        acquire = max(t, heapq.heappop(bank_free))
-        loader = acquire
-        if not times.active and 0 <= routed[layer] <= acquire:
-            heapq.heappush(bank_free, acquire)   # never filled: given back at once
-            continue
-        slot = max(acquire, heapq.heappop(slot_free))
-        end = max(slot + inp.latency_ns, link_free) + times.transfer_ns
-        link_free = end
-        heapq.heappush(slot_free, end)
-        read_end[(layer, g)] = end
-        if not times.active:
-            state.wasted.append((layer, end))
-            state.release_wasted()
-    state.advance(final=True)
-    return state.end + inp.tail_ns
+    """TTFT in ns of the streamed prefill under (B, Q, prefetch point).
 
-
-class _Compute:
-    """The compute program, advanced as far as the known read completions allow."""
-
-    def __init__(self, inp: PipelineInput, start: list[int], routed: list[int], read_end: dict[tuple[int, int], int],
-                 bank_free: list[int]) -> None:
-        self.inp, self.start, self.routed, self.read_end, self.bank_free = inp, start, routed, read_end, bank_free
-        self.layer, self.next_group, self.end = 0, 0, 0
-        self.in_layer = False
-        self.wasted: list[tuple[int, int]] = []
-
-    def request_time(self, layer: int, g: int) -> int:
-        """When the compute process asks for group g of ``layer`` (on-demand gate)."""
-        self.advance()
-        assert (self.layer, self.next_group) == (layer, g) or self.layer > layer
-        return self.end
-
-    def release_wasted(self) -> None:
-        keep = []
-        for layer, end in self.wasted:
-            if self.routed[layer] >= 0:
-                heapq.heappush(self.bank_free, max(end, self.routed[layer]))
-            else:
-                keep.append((layer, end))
-        self.wasted = keep
-
-    def advance(self, final: bool = False) -> None:
-        inp = self.inp
-        while self.layer < len(inp.groups):
-            if not self.in_layer:
-                self.start[self.layer] = self.end
-                self.end += inp.non_ffn_ns[self.layer]
-                self.routed[self.layer] = self.end
-                self.in_layer, self.next_group = True, 0
-                self.release_wasted()
-            groups = inp.groups[self.layer]
-            while self.next_group < len(groups):
-                times = groups[self.next_group]
-                if times.active:
-                    key = (self.layer, self.next_group)
-                    if key not in self.read_end:
-                        assert not final, f"group {key} was never read"
-                        return
-                    self.end = max(self.end, self.read_end[key]) + times.compute_ns
-                    heapq.heappush(self.bank_free, self.end)
-                self.next_group += 1
-            self.layer += 1
-            self.in_layer = False
-        self.start[len(inp.groups)] = self.end
+    One pass in the loader's order suffices: reads and compute share the static group
+    order, so a group's compute can be settled as soon as its read is, and everything a
+    later read waits for (bank releases, the layer's start or routing, the compute process's
+    request) belongs to groups or layers already settled. Bank and slot releases go into
+    min-heaps; each acquisition pops the earliest, which is the (r-B+1)-th release because
+    a release is never earlier than any acquisition before it.
+    """
+    bank_free = [0] * banks
+    slot_free = [0] * queue_depth
+    pop, push = heapq.heappop, heapq.heappush
+    latency = inp.latency_ns
+    non_ffn_gate, routing_gate = gate == "non-ffn", gate == "after-routing"
+    end = loader = link_free = 0
+    for nf, groups in zip(inp.non_ffn_ns, inp.groups):
+        start = end
+        routed = end = start + nf
+        for times in groups:
+            active = times.active
+            if not active and not non_ffn_gate:
+                continue
+            t = max(loader, start if non_ffn_gate else routed if routing_gate else end)
+            if not active and routed <= t:          # routing known: inactive group skipped
+                loader = t
+                continue
+            acquire = pop(bank_free)
+            if acquire < t:
+                acquire = t
+            loader = acquire
+            if not active and routed <= acquire:    # learned while waiting for a bank
+                push(bank_free, acquire)
+                continue
+            slot = pop(slot_free)
+            if slot < acquire:
+                slot = acquire
+            read_end = max(slot + latency, link_free) + times.transfer_ns
+            link_free = read_end
+            push(slot_free, read_end)
+            if active:
+                end = max(end, read_end) + times.compute_ns
+                push(bank_free, end)
+            else:                                   # read too early, released unused
+                push(bank_free, max(read_end, routed))
+    return end + inp.tail_ns
 
 
 def lower_bound(inp: PipelineInput, gate: Gate) -> int:

@@ -62,26 +62,31 @@ def service_times(model: ModelSpec, be: Backend, ufs: UFSParams, counts: np.ndar
                         model.num_dense_layers)
 
 
-def _group_ns(costs: tuple[OpCost, ...], call_overhead_ns: float) -> int:
-    total = OpCost()
-    for c in costs:
-        total = total + c
-    if total.mat_ns == 0 and total.vec_ns == 0:
+def _group_ns(mats: list[float], vecs: list[float], call_overhead_ns: float) -> int:
+    """ns of one group call: the same left-to-right float sums as moesim.cost.ops.group_op."""
+    mat = vec = 0.0
+    for m in mats:
+        mat = mat + m
+    for v in vecs:
+        vec = vec + v
+    if mat == 0 and vec == 0:
         return 0
-    return ns_int(OpCost(total.mat_ns, total.vec_ns, call_overhead_ns).total_ns)
+    return ns_int(OpCost(mat, vec, call_overhead_ns).total_ns)
 
 
 def pipeline_input(st: ServiceTimes, group_size: int) -> PipelineInput:
     """Group the experts of every MoE layer by ``group_size`` in expert-id order."""
     groups: list[tuple[GroupTimes, ...]] = [() for _ in range(st.num_dense_layers)]
     n_exp = st.counts.shape[1]
-    for row, costs in zip(st.counts, st.expert_costs):
+    for row, costs in zip(st.counts.tolist(), st.expert_costs):
+        mats = [c.mat_ns for c in costs]
+        vecs = [c.vec_ns for c in costs]
         layer = []
         for first in range(0, n_exp, group_size):
             last = min(first + group_size, n_exp)
-            active = bool(row[first:last].any())
+            active = any(row[first:last])
             n_bytes = st.expert_B * (last - first)
-            compute = _group_ns(costs[first:last], st.call_overhead_ns) if active else 0
+            compute = _group_ns(mats[first:last], vecs[first:last], st.call_overhead_ns) if active else 0
             layer.append(GroupTimes(active, compute, ns_int(n_bytes / st.B_per_ns)))
         groups.append(tuple(layer))
     return PipelineInput(st.non_ffn_ns, tuple(groups), st.tail_ns, st.latency_ns)

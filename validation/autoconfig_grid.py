@@ -78,14 +78,17 @@ def main() -> int:
              f"- re-selection from the stored profile: median {statistics.median(r['reselect_ms_median'] for r in rows):.2f} ms"
              f" (max {max(r['reselect_ms_median'] for r in rows):.2f} ms); profile build "
              f"{min(r['profile_ms'] for r in rows):.0f}-{max(r['profile_ms'] for r in rows):.0f} ms",
-             f"- speedup vs exhaustive sweep, first selection including the profile build: "
-             f"{min(r['speedup_first'] for r in rows):.0f}-{max(r['speedup_first'] for r in rows):.0f}x", "",
+             f"- speedup vs the exhaustive sweep: re-selection from the stored profile "
+             f"{min(r['speedup_reselect'] for r in rows):.0f}-{max(r['speedup_reselect'] for r in rows):.0f}x; "
+             f"first selection including the profile build "
+             f"{min(r['speedup_first'] for r in rows):.0f}-{max(r['speedup_first'] for r in rows):.0f}x (below 100x "
+             "only where the budget leaves a handful of configurations, so the sweep itself takes 0.1-2 s)", "",
              "| model | budget | GiB | chosen | exhaustive best | chosen TTFT s | best TTFT s | regret | configs | "
-             "re-select ms | exhaustive s | speedup |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "re-select ms | exhaustive s | speedup (re-select / first) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['budget']} | {r['budget_gib']} | {r['chosen']} | {r['best']} | "
                      f"{r['chosen_ttft_s']:.4f} | {r['best_ttft_s']:.4f} | {r['regret']:.4%} | {r['configs']} | "
-                     f"{r['reselect_ms_median']:.2f} | {r['exhaustive_s']:.1f} | {r['speedup_first']:.0f}x |")
+                     f"{r['reselect_ms_median']:.2f} | {r['exhaustive_s']:.1f} | {r['speedup_reselect']:.0f}x / {r['speedup_first']:.0f}x |")
     (HERE / "autoconfig_grid.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:8]))
     return 0

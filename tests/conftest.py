@@ -21,6 +21,12 @@ class CliResult:
     err: str
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stored autoconfig profiles go to a per-session temporary folder, not ~/.cache."""
+    monkeypatch.setenv("MOESIM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
 @pytest.fixture
 def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     """Run ``moesim ARGS`` in-process through the real entry point."""

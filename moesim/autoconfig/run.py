@@ -24,6 +24,8 @@ from moesim.spec.device import MobileNPUProfile
 from moesim.spec.model import ModelSpec
 from moesim.spec.run import EStreamPolicy, PrefillRun
 from moesim.traces.sources import prompt_routing
+from moesim.autoconfig.store import load_service_times, profile_key, save_service_times
+from moesim.spec.profiles import profile_hash
 from moesim.units import GiB
 
 __all__ = ["AutoconfigCase", "prepare", "autoconfigure", "exhaustive", "arena_budget"]
@@ -40,17 +42,26 @@ class AutoconfigCase:
     trace_info: dict[str, Any]
     base_B: int
     profile: StoredProfile
+    from_store: bool = False
 
 
 def prepare(model: str, device: str | MobileNPUProfile, tokens: int, trace: str | None = None,
-            seed: int = 0) -> AutoconfigCase:
+            seed: int = 0, use_store: bool = True) -> AutoconfigCase:
+    """Routing, memory and the service-time profile (read from the profile store when a
+    profile for the same model, device numbers and routing was stored before)."""
     spec = load_model(model)
     dev = mobile_profile(device) if isinstance(device, str) else device
     routing, info = prompt_routing(spec, tokens, path=trace, seed=seed)
     counts = routing_counts(routing, spec.moe.num_routed_experts)
-    st = service_times(spec, npu_backend(dev), ufs_params(dev), counts, tokens)
+    key = profile_key(spec.name, profile_hash(dev), routing, tokens)
+    st = load_service_times(key) if use_store else None
+    stored = st is not None
+    if st is None:
+        st = service_times(spec, npu_backend(dev), ufs_params(dev), counts, tokens)
+        if use_store:
+            save_service_times(st, key)
     base = base_memory(spec, dev, tokens, int(counts.max()))
-    return AutoconfigCase(spec, dev, tokens, routing, info, base, build_profile(st))
+    return AutoconfigCase(spec, dev, tokens, routing, info, base, build_profile(st), stored)
 
 
 def arena_budget(case: AutoconfigCase, budget_GiB: float) -> int:

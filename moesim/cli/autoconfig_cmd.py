@@ -37,7 +37,7 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
         "config": {"group_size": cfg.group_size, "banks": cfg.banks, "queue_depth": cfg.queue_depth,
                    "prefetch": prefetch},
         "predicted_ttft_s": choice.ttft_ns / 1e9, "peak_memory_gib": peak, "selection_ms": choice.selection_ms,
-        "profile_ms": case.profile.build_ms, "evaluated": choice.evaluated,
+        "profile_ms": case.profile.build_ms, "profile_from_store": case.from_store, "evaluated": choice.evaluated,
         "runner_up": [{"group_size": g, "banks": c.banks, "queue_depth": c.queue_depth, "predicted_ttft_s": t / 1e9}
                       for g, (c, t) in sorted(choice.per_group_size.items(), key=lambda kv: (kv[1][1], kv[0]))],
         "model": case.model.name, "device": case.device.name, "tokens": tokens, "memory_budget_gib": memory_budget_gib,

@@ -50,3 +50,11 @@ def test_plot_is_written(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-
     bad = run_cli("autoconfig", "--model", "flame-moe-290m", "--tokens", "64", "--memory-budget-gib", "0.5",
                   "--plot", str(tmp_path / "x.gif"))
     assert bad.code == 2 and "must end in .png, .svg or .pdf" in bad.err
+
+
+def test_stored_profile_is_reused_and_selects_the_same(run_cli) -> None:  # type: ignore[no-untyped-def]
+    args = ("autoconfig", "--model", "flame-moe-290m", "--tokens", "96", "--memory-budget-gib", "0.45", "--json")
+    first = json.loads(run_cli(*args).out)
+    second = json.loads(run_cli(*args).out)
+    assert second["profile_from_store"] is True
+    assert first["config"] == second["config"] and first["predicted_ttft_s"] == second["predicted_ttft_s"]

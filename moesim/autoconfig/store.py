@@ -1,0 +1,63 @@
+"""Stored service-time profiles on disk, keyed by model, device profile, prompt routing.
+
+A profile is saved as ``<key>.npz`` in ``$MOESIM_CACHE_DIR`` (default ``~/.cache/moesim``)
+under ``profiles/``: the float64 service times round-trip exactly, so a selection from a
+stored profile equals one from a fresh profile. Writes are atomic (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from moesim.cost.ops import OpCost
+from moesim.cost.pipeline import ServiceTimes
+
+__all__ = ["cache_dir", "profile_key", "save_service_times", "load_service_times"]
+
+_VERSION = 1
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("MOESIM_CACHE_DIR") or str(Path.home() / ".cache" / "moesim")
+    return Path(root) / "profiles"
+
+
+def profile_key(model: str, profile_hash: str, routing: np.ndarray, tokens: int) -> str:
+    digest = hashlib.sha256(np.ascontiguousarray(routing).tobytes()).hexdigest()[:16]
+    return f"{model}-{profile_hash}-{tokens}-{digest}-v{_VERSION}"
+
+
+def save_service_times(st: ServiceTimes, key: str) -> Path:
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    costs = np.array([[(c.mat_ns, c.vec_ns, c.overhead_ns) for c in layer] for layer in st.expert_costs],
+                     dtype=np.float64)
+    fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".npz", dir=folder)
+    os.close(fd)
+    np.savez(tmp, counts=st.counts, costs=costs, non_ffn_ns=np.array(st.non_ffn_ns, dtype=np.int64),
+             scalars=np.array([st.n_tokens, st.expert_B, st.tail_ns, st.latency_ns, st.num_dense_layers],
+                              dtype=np.int64),
+             rates=np.array([st.B_per_ns, st.call_overhead_ns], dtype=np.float64), model=np.array(st.model))
+    path = folder / f"{key}.npz"
+    os.replace(tmp, path)
+    return path
+
+
+def load_service_times(key: str) -> ServiceTimes | None:
+    path = cache_dir() / f"{key}.npz"
+    if not path.exists():
+        return None
+    try:
+        with np.load(path) as z:
+            n_tokens, expert_B, tail_ns, latency_ns, dense = (int(v) for v in z["scalars"])
+            bw, call = (float(v) for v in z["rates"])
+            costs = tuple(tuple(OpCost(float(m), float(v), float(o)) for m, v, o in layer) for layer in z["costs"])
+            return ServiceTimes(str(z["model"]), n_tokens, expert_B, tuple(int(v) for v in z["non_ffn_ns"]), tail_ns,
+                                latency_ns, bw, call, z["counts"].copy(), costs, dense)
+    except (OSError, KeyError, ValueError):
+        return None          # a damaged cache entry is rebuilt, never trusted

@@ -48,6 +48,8 @@ def matmul(tokens: int, rows: int, row_len: int, weight_B: float, be: Backend) -
     if tokens <= 0:
         return OpCost()
     flops = 2.0 * padded(tokens, be.tile_rows) * rows * row_len
+    if not be.overlap:
+        return OpCost(mat_ns=flops / be.mat_flop_per_ns + weight_B / be.weight_B_per_ns)
     return OpCost(mat_ns=flops / be.mat_flop_per_ns, vec_ns=weight_B / be.weight_B_per_ns)
 
 
@@ -57,6 +59,8 @@ def _swiglu_ffn(tokens: int, hidden: int, inter: int, weight_B: float, be: Backe
         return OpCost()
     mm = matmul(tokens, 3 * inter, hidden, weight_B, be)
     elem_B = tokens * (inter * FP32_B * 3 + hidden * FP32_B * 5)  # SwiGLU r/r/w; gather r/w, scatter r/r/w
+    if not be.overlap:
+        return OpCost(mat_ns=mm.mat_ns + elem_B / be.elem_B_per_ns)
     return OpCost(mat_ns=mm.mat_ns, vec_ns=mm.vec_ns + elem_B / be.elem_B_per_ns)
 
 

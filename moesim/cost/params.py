@@ -30,6 +30,7 @@ class Backend:
     tile_rows: int                # token rows of a matrix tile; partial tiles cost a full tile
     call_overhead_ns: float       # per expert-group call (descriptor submit)
     layer_overhead_ns: float = 0.0  # per layer's non-expert graph (launch, sync, routing read-back)
+    overlap: bool = True          # False: one thread does both kinds of work, times add up
 
 
 @dataclass(frozen=True)

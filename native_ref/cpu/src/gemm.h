@@ -23,4 +23,7 @@ void matmul_nt_f32(pool *p, const float *x, int64_t ldx, int n, const float *w, 
 void matmul_nt_q4(pool *p, const float *x, int64_t ldx, int n, const uint8_t *wq, int r, int64_t k,
                   float *y, int64_t ldy);
 
+/* Floats per vector register the kernels were compiled for (8: AVX2/generic, 16: AVX-512). */
+int gemm_vector_floats(void);
+
 #endif

@@ -287,7 +287,10 @@ static void setup(pipe_t *p, const run_config *cfg, const pack_header *hdr, cons
     size_t scratch = ffn_pool_scratch_bytes(h, (int)hdr->inter);
     if ((size_t)gemm_scratch_floats(kmax) * sizeof(float) > scratch) scratch = (size_t)gemm_scratch_floats(kmax) * sizeof(float);
     p->pool = pool_create(cfg->threads, scratch);
-    p->fs = ffn_scratch_create(p->T, h, (int)hdr->inter);
+    int max_n = 1;
+    for (int i = 0; i < p->L * p->E; i++)
+        if (p->csr_start[i + 1] - p->csr_start[i] > max_n) max_n = p->csr_start[i + 1] - p->csr_start[i];
+    p->fs = ffn_scratch_create(max_n, h, (int)hdr->inter);
     p->x = random_f32((size_t)p->T * h, 1.0f, cfg->seed ^ 0x1111);
     p->yacc = xaligned(64, (size_t)p->T * h * sizeof(float));
     p->a = random_f32((size_t)p->T * p->dim, 1.0f, cfg->seed ^ 0x2222);
@@ -314,11 +317,10 @@ void run_pipeline(const run_config *cfg, const pack_header *hdr, const routing *
     pipe_t *p = xcalloc(1, sizeof *p);
     setup(p, cfg, hdr, rt);
     pthread_t disp, *rd = xcalloc((size_t)cfg->queue_depth, sizeof(pthread_t));
-    p->t0 = now_ns(); /* set before the threads start: they only read it after a gate opens */
     if (pthread_create(&disp, NULL, dispatcher, p) != 0) die_sys("pthread_create (dispatcher)");
     for (int q = 0; q < cfg->queue_depth; q++)
         if (pthread_create(&rd[q], NULL, reader, p) != 0) die_sys("pthread_create (reader)");
-    p->t0 = now_ns();
+    p->t0 = now_ns(); /* threads read it only after the first gate opens (under the mutex) */
     for (int l = 0; l < p->L; l++) run_layer(p, l);
     p->makespan = rel_now(p);
     pthread_join(disp, NULL);

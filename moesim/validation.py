@@ -8,7 +8,7 @@ EStream figures), later ``host/``, ``hexagon/``, ``specdecode/``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 __all__ = ["Case", "CaseResult", "run_cases", "render_markdown"]
@@ -26,6 +26,7 @@ class Case:
     unit: str = ""
     low: float = 0.0         # "range" cases pass when low <= predicted <= high
     high: float = 0.0
+    reference_fn: Callable[[], float] | None = None   # a measured reference, read when the case runs
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ def run_cases(cases: list[Case], only: str | None = None) -> list[CaseResult]:
     for case in cases:
         if only and only not in case.name:
             continue
+        if case.reference_fn is not None:
+            case = replace(case, reference=case.reference_fn())
         predicted = case.predict()
         if case.tolerance_kind == "relative":
             error = predicted / case.reference - 1.0

@@ -52,4 +52,6 @@ def estream_cases() -> list[Case]:
 
 def registry() -> list[Case]:
     """Every registered case, in a stable order."""
-    return [*estream_cases()]
+    from moesim.validation_cases_host import host_cases
+
+    return [*estream_cases(), *host_cases()]

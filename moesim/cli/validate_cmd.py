@@ -15,12 +15,17 @@ __all__ = ["validate", "calibrate"]
 @click.option("--only", metavar="SUBSTRING", help="Run only the cases whose name contains SUBSTRING.")
 @click.option("--report", type=click.Path(dir_okay=False), default="docs/validation.md", show_default=True,
               help="Markdown report written on a full run (when its folder exists).")
+@click.option("--remeasure", is_flag=True, help="Re-run the native measurements (host/ cases) on this machine first.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def validate(only: str | None, report: str, as_json: bool) -> None:
+def validate(only: str | None, report: str, remeasure: bool, as_json: bool) -> None:
     """Run the registered validation cases; exit 1 when any fails."""
     from moesim.validation import render_markdown, run_cases
     from moesim.validation_cases import registry
 
+    if remeasure:
+        from moesim.validation_cases_host import remeasure_host
+
+        remeasure_host()
     results = run_cases(registry(), only)
     if only is None and Path(report).parent.is_dir():
         path = Path(report)
@@ -68,3 +73,33 @@ def calibrate_estream(device: str, write: bool, as_json: bool) -> None:
     emit_table(["field", "fitted"], [(k, f"{v:.6g}") for k, v in {**fit.values, "cpu.q4_0_gemm_GFLOPS": cpu}.items()])
     emit_table(["target", "predicted", "error"], [(k, f"{fit.predictions[k]:.4f}", f"{v:+.4f}")
                                                  for k, v in fit.errors.items()])
+
+
+@calibrate.command("host")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="validation/host", show_default=True,
+              help="Folder for the measured CSV files.")
+@click.option("--workdir", type=click.Path(file_okay=False), default="/var/tmp/moesim-host", show_default=True,
+              help="Where the read benchmark's file is created (needs ~1 GiB; direct I/O).")
+@click.option("--quick", is_flag=True, help="Fewer sizes and repeats (minutes instead of tens of minutes).")
+@click.option("--write/--no-write", default=True, help="Write device_profiles/host.toml.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def calibrate_host(out_dir: str, workdir: str, quick: bool, write: bool, as_json: bool) -> None:
+    """Build native_ref/cpu, run its micro-benchmarks and fit the host profile."""
+    from moesim.calibrate.host import measure_and_fit, render_host_profile
+    from moesim.spec.profiles import load_profile, profile_dir
+
+    fit, paths, fs, dev = measure_and_fit(Path(out_dir), Path(workdir), quick)
+    text = render_host_profile(fit, ", ".join(str(p) for p in paths.values()), fs, dev)
+    if write:
+        target = profile_dir() / "host.toml"
+        tmp = target.with_suffix(".toml.tmp")
+        tmp.write_text(text)
+        load_profile(tmp)            # validate before replacing
+        tmp.replace(target)
+    values = {k: v for k, v in fit.__dict__.items() if k != "residuals"}
+    if as_json:
+        emit_json({"values": values, "residuals": fit.residuals, "csv": {k: str(v) for k, v in paths.items()},
+                   "written": write})
+        return
+    emit_table(["field", "fitted"], [(k, f"{v:.6g}") for k, v in values.items()])
+    emit_table(["fit", "median |relative residual|"], [(k, f"{v:.2%}") for k, v in fit.residuals.items()])

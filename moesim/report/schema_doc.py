@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from moesim.spec.catalog import list_models
-from moesim.spec.device import GPUServerProfile, MobileNPUProfile
+from moesim.spec.device import GPUServerProfile, HostProfile, MobileNPUProfile
 from moesim.spec.formats import FORMAT_INFO
 from moesim.spec.model import RECIPES, GQAttention, MLAttention, ModelSpec, MoEShape, WeightRecipe
 from moesim.spec.sections import PROVENANCE_KINDS, Section
@@ -70,7 +70,7 @@ def render_profiles_reference() -> str:
              "stops with a NotFittedError rather than using a default.", "",
              "## Unit suffixes", "", "| suffix | meaning |", "|---|---|"]
     lines += [f"| `{s}` | {m} |" for s, m in UNIT_SUFFIXES.items()]
-    for profile_cls in (MobileNPUProfile, GPUServerProfile):
+    for profile_cls in (MobileNPUProfile, GPUServerProfile, HostProfile):
         kind = typing.get_args(profile_cls.model_fields["kind"].annotation)[0]
         lines += ["", f"## kind = \"{kind}\" ({profile_cls.__name__})", "", (profile_cls.__doc__ or "").strip(), ""]
         for section, cls in _section_classes(profile_cls):

@@ -17,7 +17,8 @@ from moesim.spec.sections import Section
 __all__ = [
     "MemorySection", "UFSSection", "HTPSection", "ArenaSection", "CPUSection",
     "NPURuntimeSection", "GPUSection", "GPURuntimeSection",
-    "MobileNPUProfile", "GPUServerProfile", "DeviceProfile",
+    "MobileNPUProfile", "GPUServerProfile", "HostProfile", "HostMemorySection", "StorageSection",
+    "HostCPUSection", "DeviceProfile",
 ]
 
 
@@ -201,4 +202,44 @@ class GPUServerProfile(_Profile):
         return {"gpu": self.gpu, "memory": self.memory, "runtime": self.runtime}
 
 
-DeviceProfile = Annotated[MobileNPUProfile | GPUServerProfile, Field(discriminator="kind")]
+class HostMemorySection(Section):
+    """Memory of the machine the native CPU reference runs on."""
+
+    capacity_GiB: PositiveFloat
+
+
+class StorageSection(Section):
+    """A host's disk as the native executor sees it (direct I/O reads of a packed file)."""
+
+    device: str
+    filesystem: str
+    read_latency_us: PositiveFloat | None = None
+    effective_read_bw_GBps: PositiveFloat | None = None
+    queue_slots_count: PositiveInt
+    default_queue_depth_count: PositiveInt
+
+
+class HostCPUSection(Section):
+    """The host CPU as the native executor's compute thread uses it (one thread)."""
+
+    model: str
+    cores_count: PositiveInt
+    ffn_GFLOPS: PositiveFloat | None = Field(None, description="expert FFN rate per routed token (GEMM + SwiGLU + scatter)")
+    dequant_GBps: PositiveFloat | None = Field(None, description="per-expert fixed cost as Q4_0 bytes per second")
+    nonffn_GFLOPS: PositiveFloat | None = Field(None, description="the executor's non-FFN FP32 matmul kernel")
+    call_overhead_us: PositiveFloat | None = Field(None, description="hand-off of one group to the compute thread")
+
+
+class HostProfile(_Profile):
+    """The machine moesim itself runs on, calibrated from native micro-benchmarks."""
+
+    kind: Literal["host"]
+    memory: HostMemorySection
+    storage: StorageSection
+    cpu: HostCPUSection
+
+    def sections(self) -> dict[str, Section]:
+        return {"memory": self.memory, "storage": self.storage, "cpu": self.cpu}
+
+
+DeviceProfile = Annotated[MobileNPUProfile | GPUServerProfile | HostProfile, Field(discriminator="kind")]

@@ -15,14 +15,14 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from moesim.errors import InputError
-from moesim.spec.device import DeviceProfile, GPUServerProfile, MobileNPUProfile
+from moesim.spec.device import DeviceProfile, GPUServerProfile, HostProfile, MobileNPUProfile
 from moesim.spec.loading import read_toml, validate_union
 from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["profile_dir", "profile_names", "load_profile", "list_profiles", "profile_hash",
            "override_profile", "AnyProfile"]
 
-AnyProfile = MobileNPUProfile | GPUServerProfile
+AnyProfile = MobileNPUProfile | GPUServerProfile | HostProfile
 _ADAPTER: TypeAdapter[AnyProfile] = TypeAdapter(DeviceProfile)
 _NON_NUMERIC_TABLES = {"provenance"}
 
@@ -54,7 +54,7 @@ def _read(path: Path) -> AnyProfile:
     data = read_toml(path)
     _check_units(data, str(path))
     if "kind" not in data:
-        raise InputError("kind", "is required (\"mobile-npu\" or \"gpu-server\")", show_value=False,
+        raise InputError("kind", "is required (\"mobile-npu\", \"gpu-server\" or \"host\")", show_value=False,
                          source=str(path))
     return validate_union(_ADAPTER, data, source=str(path))
 

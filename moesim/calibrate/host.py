@@ -1,0 +1,161 @@
+"""Calibrate the ``host`` profile from the native CPU micro-benchmarks, and predict the
+native streaming executor with the simulator.
+
+Fits (scipy least squares, relative residuals, medians of repeats):
+- storage: per-request latency and bandwidth from direct-I/O read times at queue depth 1,
+  ``t(bytes) = latency + bytes / bandwidth``, requests of 256 KiB and more;
+- cpu: one expert's FFN time ``t(tokens) = W / dequant_rate + 6 * hidden * inter * tokens /
+  ffn_rate`` over every benchmarked shape; the non-FFN kernel ``2 * tokens * dim^2 / rate``.
+The executor is then predicted by the same discrete-event workload as the phone
+(``moesim.workloads.prefill``) with a one-thread CPU backend (work adds up, no overlap).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from moesim.cost.ops import OpCost
+from moesim.cost.params import Backend, UFSParams
+from moesim.engine import Sim
+from moesim.policies.prefill import StreamPlan, make_groups
+from moesim.simulate import routing_counts
+from moesim.spec.device import HostProfile
+from moesim.spec.formats import WeightFormat
+from moesim.spec.model import GQAttention, ModelSpec, MoEShape, WeightRecipe
+from moesim.workloads.prefill import run_stream_prefill
+
+__all__ = ["HostFit", "fit_host", "host_backend", "host_ufs", "executor_model", "predict_executor",
+           "render_host_profile"]
+
+
+@dataclass(frozen=True)
+class HostFit:
+    read_latency_us: float
+    read_bw_GBps: float
+    ffn_GFLOPS: float
+    dequant_GBps: float
+    nonffn_GFLOPS: float
+    residuals: dict[str, float]        # name -> median absolute relative residual of each fit
+
+
+def _rel_fit(fun, x0: list[float]) -> tuple[np.ndarray, float]:  # type: ignore[no-untyped-def]
+    res = least_squares(fun, np.log(x0), x_scale=1.0)
+    return np.exp(res.x), float(np.median(np.abs(fun(res.x))))
+
+
+def fit_host(read: pd.DataFrame, ffn: pd.DataFrame, nonffn: pd.DataFrame) -> HostFit:
+    r = read[(read.queue_depth == 1) & (read.request_B >= 256 * 1024) & (read.pattern == "seq")]
+    size, lat = r.request_B.to_numpy(float), r.latency_ns_median.to_numpy(float)
+    (l0, bw), read_err = _rel_fit(lambda x: (np.exp(x[0]) + size / np.exp(x[1])) / lat - 1, [50e3, 1.0])
+    h, i, t = (ffn[c].to_numpy(float) for c in ("hidden", "inter", "tokens"))
+    w, y = 3 * h * i * 18 / 32, ffn.time_ns_median.to_numpy(float)
+    (dq, rate), ffn_err = _rel_fit(lambda x: (w / np.exp(x[0]) + 6 * h * i * t / np.exp(x[1])) / y - 1, [5.0, 100.0])
+    nt, d, yn = (nonffn[c].to_numpy(float) for c in ("tokens", "dim", "time_ns_median"))
+    (rn,), nf_err = _rel_fit(lambda x: (2 * nt * d * d / np.exp(x[0])) / yn - 1, [100.0])
+    return HostFit(l0 / 1e3, bw, rate, dq, rn, {"read": read_err, "ffn": ffn_err, "nonffn": nf_err})
+
+
+def host_backend(p: HostProfile) -> Backend:
+    """The executor's compute thread: work adds up; element-wise passes are inside the fitted
+    FFN rate (the benchmark times the whole FFN), so they get no separate term."""
+    return Backend(name="host-cpu", mat_flop_per_ns=p.cpu.require("ffn_GFLOPS", p.name),
+                   weight_B_per_ns=p.cpu.require("dequant_GBps", p.name), elem_B_per_ns=float("inf"),
+                   tile_rows=1, call_overhead_ns=p.cpu.require("call_overhead_us", p.name) * 1e3, overlap=False)
+
+
+def host_ufs(p: HostProfile) -> UFSParams:
+    return UFSParams(latency_ns=p.storage.require("read_latency_us", p.name) * 1e3,
+                     B_per_ns=p.storage.require("effective_read_bw_GBps", p.name))
+
+
+def executor_model(layers: int, experts: int, hidden: int, inter: int, top_k: int) -> ModelSpec:
+    """The executor's model shape as a ModelSpec (only the expert shape matters here)."""
+    return ModelSpec(name=f"executor-{layers}x{experts}-{hidden}x{inter}", display_name="native executor shape",
+                     hf_repo="moesim/native_ref", provenance="shape of a native_ref/cpu executor run",
+                     num_layers=layers, hidden_size=hidden, vocab_size=32,
+                     attention=GQAttention(num_heads=1, num_kv_heads=1, head_dim=hidden),
+                     moe=MoEShape(num_routed_experts=experts, top_k=top_k, expert_intermediate_size=inter),
+                     native_formats=WeightRecipe(default=WeightFormat.Q4_0))
+
+
+def predict_executor(p: HostProfile, model: ModelSpec, routing: np.ndarray, group_size: int, banks: int,
+                     queue_depth: int, prefetch: str, nonffn_dim: int, nonffn_reps: int = 1) -> tuple[float, float]:
+    """(makespan s, bubble share) the simulator predicts for one executor run."""
+    counts = routing_counts(routing, model.moe.num_routed_experts)
+    plan = StreamPlan("estream", "stream", "cpu", group_size, banks, queue_depth, prefetch,  # type: ignore[arg-type]
+                      True, make_groups(model, counts, group_size))
+    n = routing.shape[0]
+    kernel = OpCost(mat_ns=2.0 * n * nonffn_dim * nonffn_dim * nonffn_reps / p.cpu.require("nonffn_GFLOPS", p.name))
+    non_ffn = [{"nonffn": kernel} for _ in range(model.num_layers)]
+    sim = Sim(0)
+    stats, _, _, _ = run_stream_prefill(sim, model, plan, host_backend(p), host_ufs(p), non_ffn, OpCost())
+    sim.run()
+    share = stats.bubble_ns / stats.expert_phase_ns if stats.expert_phase_ns else 0.0
+    return stats.end_ns / 1e9, share
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def render_host_profile(fit: HostFit, source: str, filesystem: str, device: str) -> str:
+    """The ``device_profiles/host.toml`` text for a fit (provenance names the CSV files)."""
+    mem_GiB = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    note = f"fitted: least squares to {source} (median |residual| %s)"
+    q = '"'
+    return "\n".join([
+        "# The machine moesim runs on, as the native CPU reference measures it (moesim calibrate host).",
+        'name = "host"', 'kind = "host"', f'display_name = {q}{_cpu_model()}{q}',
+        'description = "calibrated from native_ref/cpu micro-benchmarks; predicts the native streaming executor"',
+        "", "[memory]", f"capacity_GiB = {mem_GiB:.2f}", "", "[memory.provenance]",
+        'capacity_GiB = "measured: physical pages x page size of this machine"', "",
+        "[storage]", f'device = "{device}"', f'filesystem = "{filesystem}"',
+        f"read_latency_us = {fit.read_latency_us:.3f}", f"effective_read_bw_GBps = {fit.read_bw_GBps:.4f}",
+        "queue_slots_count = 8", "default_queue_depth_count = 2", "", "[storage.provenance]",
+        f'read_latency_us = "{note % format(fit.residuals["read"], ".1%")}"',
+        f'effective_read_bw_GBps = "{note % format(fit.residuals["read"], ".1%")}"',
+        'queue_slots_count = "assumed: the executor runs at most 8 reader threads"',
+        'default_queue_depth_count = "assumed: the same default as the phone (Q = 2)"', "",
+        "[cpu]", f'model = "{_cpu_model()}"', f"cores_count = {os.cpu_count() or 1}",
+        f"ffn_GFLOPS = {fit.ffn_GFLOPS:.3f}", f"dequant_GBps = {fit.dequant_GBps:.4f}",
+        f"nonffn_GFLOPS = {fit.nonffn_GFLOPS:.3f}", "call_overhead_us = 5.0", "", "[cpu.provenance]",
+        'cores_count = "measured: online CPUs"',
+        f'ffn_GFLOPS = "{note % format(fit.residuals["ffn"], ".1%")}"',
+        f'dequant_GBps = "{note % format(fit.residuals["ffn"], ".1%")}"',
+        f'nonffn_GFLOPS = "{note % format(fit.residuals["nonffn"], ".1%")}"',
+        'call_overhead_us = "assumed: one mutex/condition-variable hand-off per group, a few microseconds"', ""])
+
+
+def measure_and_fit(out_dir: Path, workdir: Path, quick: bool = False) -> tuple[HostFit, dict[str, Path], str, str]:
+    """Build the native code, run the micro-benchmarks (medians of repeats) into ``out_dir``
+    CSV files, and fit. ``quick`` uses fewer sizes and repeats (CI-sized)."""
+    from moesim.native.cpu import bench_ffn, bench_nonffn, bench_read, build
+
+    build()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    reps = 3 if quick else 5
+    sizes = (256 << 10, 1 << 20, 4 << 20) if quick else (256 << 10, 1 << 20, 4 << 20, 16 << 20, 32 << 20)
+    read = bench_read(workdir / "read.bin", sizes_B=sizes, queue_depths=(1, 2), repeats=reps,
+                      file_mib=256 if quick else 1024, out=out_dir / "read.csv")
+    shapes = ((1024, 512), (2048, 1024)) if quick else ((1024, 512), (2048, 1024), (2048, 1408))
+    tokens = (1, 8, 64, 256) if quick else (1, 4, 16, 64, 128, 256, 512, 1024)
+    ffn = bench_ffn(shapes=shapes, tokens=tokens, repeats=reps, out=out_dir / "ffn.csv")
+    nonffn = bench_nonffn(tokens=(64, 256) if quick else (64, 256, 1024), dims=(512, 1024, 2048), repeats=reps,
+                          out=out_dir / "nonffn.csv")
+    fit = fit_host(read.table, ffn.table, nonffn.table)
+    paths = {"read": out_dir / "read.csv", "ffn": out_dir / "ffn.csv", "nonffn": out_dir / "nonffn.csv"}
+    return fit, paths, read.meta.get("filesystem", "unknown"), read.meta.get("device", "unknown")

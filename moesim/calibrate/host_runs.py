@@ -1,0 +1,95 @@
+"""Held-out runs of the native streaming executor, and the simulator's predictions of them.
+
+None of these runs is used to calibrate: the host profile comes from micro-benchmarks only.
+Routing: the bundled synthetic OLMoE trace (first layers) for the OLMoE-shaped cases, a
+seeded skewed random routing for the small shape, so every machine replays the same tokens.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from moesim.calibrate.host import executor_model, predict_executor
+from moesim.spec.device import HostProfile
+from moesim.traces import bundled_trace_path, read_trace
+
+__all__ = ["ExecutorCase", "CASES", "routing_for", "measure_cases", "predict_case", "RUNS_CSV"]
+
+RUNS_CSV = Path(__file__).resolve().parents[2] / "validation" / "host_executor_runs.csv"
+
+
+@dataclass(frozen=True)
+class ExecutorCase:
+    name: str
+    shape: tuple[int, int, int, int, int]      # layers, experts, hidden, inter, top_k
+    tokens: int
+    group_size: int
+    banks: int
+    queue_depth: int
+    prefetch: str
+
+
+_OLMOE4 = (4, 64, 2048, 1024, 8)
+_SMALL = (8, 16, 1024, 512, 2)
+CASES = (
+    ExecutorCase("host/olmoe4-t64-g8b4q2-nonffn", _OLMOE4, 64, 8, 4, 2, "non-ffn"),
+    ExecutorCase("host/olmoe4-t64-g8b4q2-after", _OLMOE4, 64, 8, 4, 2, "after-routing"),
+    ExecutorCase("host/olmoe4-t64-g8b4q2-ondemand", _OLMOE4, 64, 8, 4, 2, "on-demand"),
+    ExecutorCase("host/olmoe4-t128-g4b2q1-nonffn", _OLMOE4, 128, 4, 2, 1, "non-ffn"),
+    ExecutorCase("host/olmoe4-t128-g16b3q2-nonffn", _OLMOE4, 128, 16, 3, 2, "non-ffn"),
+    ExecutorCase("host/olmoe4-t256-g32b2q1-after", _OLMOE4, 256, 32, 2, 1, "after-routing"),
+    ExecutorCase("host/olmoe4-t256-g2b8q4-nonffn", _OLMOE4, 256, 2, 8, 4, "non-ffn"),
+    ExecutorCase("host/small-t128-g1b4q2-nonffn", _SMALL, 128, 1, 4, 2, "non-ffn"),
+    ExecutorCase("host/small-t128-g4b2q1-ondemand", _SMALL, 128, 4, 2, 1, "on-demand"),
+    ExecutorCase("host/small-t512-g2b6q3-after", _SMALL, 512, 2, 6, 3, "after-routing"),
+    ExecutorCase("host/small-t512-g8b2q2-nonffn", _SMALL, 512, 8, 2, 2, "non-ffn"),
+    ExecutorCase("host/small-t32-g16b2q1-nonffn", _SMALL, 32, 16, 2, 1, "non-ffn"),
+)
+
+
+def routing_for(case: ExecutorCase) -> np.ndarray:
+    layers, experts, _, _, k = case.shape
+    if case.shape == _OLMOE4:
+        trace = read_trace(bundled_trace_path())
+        return np.ascontiguousarray(trace.experts[:case.tokens, :layers, :k])
+    rng = np.random.default_rng(7)
+    p = rng.random(experts) ** 3
+    p /= p.sum()
+    out = np.empty((case.tokens, layers, k), dtype=np.int16)
+    for t in range(case.tokens):
+        for layer in range(layers):
+            out[t, layer] = rng.choice(experts, size=k, replace=False, p=p)
+    return out
+
+
+def predict_case(profile: HostProfile, case: ExecutorCase) -> tuple[float, float]:
+    layers, experts, hidden, inter, k = case.shape
+    return predict_executor(profile, executor_model(layers, experts, hidden, inter, k), routing_for(case),
+                            case.group_size, case.banks, case.queue_depth, case.prefetch, nonffn_dim=hidden)
+
+
+def measure_cases(workdir: Path, repeats: int = 3, out: Path = RUNS_CSV) -> pd.DataFrame:
+    """Run every case ``repeats`` times on this machine; medians (and spread) to ``out``."""
+    from moesim.native.cpu import ExecutorConfig, ExpertShape, pack_experts, run_executor
+
+    rows = []
+    for case in CASES:
+        layers, experts, hidden, inter, _ = case.shape
+        packed = pack_experts(workdir / f"pack-{layers}x{experts}-{hidden}x{inter}.bin",
+                              ExpertShape(layers, experts, hidden, inter))
+        cfg = ExecutorConfig(case.group_size, case.banks, case.queue_depth, case.prefetch)  # type: ignore[arg-type]
+        runs = [run_executor(packed, routing_for(case), cfg, workdir=workdir / "runs") for _ in range(repeats)]
+        spans = [r.makespan_s for r in runs]
+        rows.append({"case": case.name, "makespan_s_median": statistics.median(spans), "makespan_s_min": min(spans),
+                     "makespan_s_max": max(spans), "bubble_share_median": statistics.median(r.bubble_share for r in runs),
+                     "repeats": repeats, "direct_io": all(r.direct_io for r in runs), "filesystem": runs[0].filesystem})
+    table = pd.DataFrame(rows)
+    tmp = out.with_suffix(".csv.tmp")
+    table.to_csv(tmp, index=False)
+    tmp.replace(out)
+    return table

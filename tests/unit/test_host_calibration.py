@@ -1,0 +1,56 @@
+"""Host calibration: the fits recover known parameters; the executor model is consistent."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from moesim.calibrate.host import executor_model, fit_host, predict_executor, render_host_profile
+from moesim.calibrate.host_runs import CASES, routing_for
+from moesim.spec.device import HostProfile
+from moesim.spec.profiles import load_profile
+
+
+def _tables(lat_ns: float, bw: float, dq: float, rate: float, rn: float):  # type: ignore[no-untyped-def]
+    sizes = [256 << 10, 1 << 20, 4 << 20, 16 << 20]
+    read = pd.DataFrame({"pattern": "seq", "queue_depth": 1, "request_B": sizes,
+                         "latency_ns_median": [lat_ns + s / bw for s in sizes]})
+    rows = [(h, i, t) for h, i in ((1024, 512), (2048, 1024)) for t in (1, 8, 64, 256)]
+    ffn = pd.DataFrame(rows, columns=["hidden", "inter", "tokens"])
+    ffn["time_ns_median"] = 3 * ffn.hidden * ffn.inter * 18 / 32 / dq + 6 * ffn.hidden * ffn.inter * ffn.tokens / rate
+    nonffn = pd.DataFrame([(t, d) for t in (64, 256) for d in (512, 1024)], columns=["tokens", "dim"])
+    nonffn["time_ns_median"] = 2 * nonffn.tokens * nonffn.dim ** 2 / rn
+    return read, ffn, nonffn
+
+
+def test_fit_recovers_parameters() -> None:
+    fit = fit_host(*_tables(40_000.0, 1.7, 5.5, 120.0, 110.0))
+    assert fit.read_latency_us == pytest.approx(40.0, rel=1e-4)
+    assert fit.read_bw_GBps == pytest.approx(1.7, rel=1e-4)
+    assert fit.dequant_GBps == pytest.approx(5.5, rel=1e-4)
+    assert fit.ffn_GFLOPS == pytest.approx(120.0, rel=1e-4)
+    assert fit.nonffn_GFLOPS == pytest.approx(110.0, rel=1e-4)
+    assert max(fit.residuals.values()) < 1e-6
+
+
+def test_rendered_profile_validates_and_predicts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fit = fit_host(*_tables(40_000.0, 1.7, 5.5, 120.0, 110.0))
+    path = tmp_path / "host.toml"
+    path.write_text(render_host_profile(fit, "test tables", "ext4", "/dev/test"))
+    profile = load_profile(path)
+    assert isinstance(profile, HostProfile)
+    slow_disk = load_profile(path)
+    case = CASES[0]
+    layers, experts, hidden, inter, k = case.shape
+    model = executor_model(layers, experts, hidden, inter, k)
+    routing = routing_for(case)
+    t, bubble = predict_executor(profile, model, routing, case.group_size, case.banks, case.queue_depth,
+                                 case.prefetch, nonffn_dim=hidden)
+    assert t > 0 and 0 <= bubble <= 1
+    # compute-only lower bound: every routed expert's FFN, back to back
+    counts = np.zeros((layers, experts), dtype=int)
+    for layer in range(layers):
+        counts[layer] = np.bincount(routing[:, layer].ravel(), minlength=experts)
+    w = 3 * hidden * inter * 18 / 32
+    ffn_ns = sum(w / 5.5 + 6 * hidden * inter * c / 120.0 for c in counts.ravel() if c)
+    assert t * 1e9 >= ffn_ns
+    assert slow_disk.name == "host"

@@ -52,6 +52,7 @@ def estream_cases() -> list[Case]:
 
 def registry() -> list[Case]:
     """Every registered case, in a stable order."""
+    from moesim.validation_cases_hexagon import hexagon_cases
     from moesim.validation_cases_host import host_cases
 
-    return [*estream_cases(), *host_cases()]
+    return [*estream_cases(), *host_cases(), *hexagon_cases()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from moesim.cost.hvx import hvx_dequant_GBps_limit
 from moesim.spec.device import MobileNPUProfile
 
 __all__ = ["Backend", "UFSParams", "npu_backend", "cpu_backend", "ufs_params"]
@@ -40,10 +41,14 @@ class UFSParams:
 
 
 def npu_backend(p: MobileNPUProfile) -> Backend:
+    """The HTP. Q4_0 weights are consumed at the fitted rate, never faster than the HVX
+    packet model allows at the profile's clock and HVX contexts (moesim.cost.hvx: an issue
+    limit measured under emulation, far above the fitted rate on sd8-elite-gen5)."""
+    limit = hvx_dequant_GBps_limit(p.htp.require("clock_GHz", p.name), p.htp.hvx_contexts_count)
     return Backend(
         name="npu",
         mat_flop_per_ns=p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3,
-        weight_B_per_ns=p.htp.require("q4_0_dequant_GBps", p.name),
+        weight_B_per_ns=min(p.htp.require("q4_0_dequant_GBps", p.name), limit),
         elem_B_per_ns=p.memory.peak_bw_GBps,
         tile_rows=p.htp.hmx_tile_rows_count,
         call_overhead_ns=p.htp.require("call_overhead_us", p.name) * 1e3,

@@ -48,7 +48,7 @@ def test_planned_commands_say_so_and_fail(run_cli, command) -> None:  # type: ig
 def test_devices_json(run_cli) -> None:  # type: ignore[no-untyped-def]
     res = run_cli("devices", "--json")
     data = json.loads(res.out)
-    assert [d["name"] for d in data["devices"]] == ["h200x8-fused", "h200x8-hf", "sd8-elite-gen5"]
+    assert [d["name"] for d in data["devices"]] == ["h200x8-fused", "h200x8-hf", "host", "sd8-elite-gen5"]
     assert all(len(d["profile_hash"]) == 16 for d in data["devices"])
 
 

@@ -14,7 +14,7 @@ from moesim.units import unit_of
 
 def test_bundled_profiles() -> None:
     names = [p.name for p in list_profiles()]
-    assert names == ["h200x8-fused", "h200x8-hf", "sd8-elite-gen5"]
+    assert names == ["h200x8-fused", "h200x8-hf", "host", "sd8-elite-gen5"]
     phone = load_profile("sd8-elite-gen5")
     assert isinstance(phone, MobileNPUProfile)
     assert phone.htp.vtcm_MiB == 8.0 and phone.ufs.version == "4.1"
@@ -39,12 +39,17 @@ def test_every_bundled_number_has_provenance() -> None:
                         "spec", "paper", "measured", "fitted", "derived", "assumed"}
 
 
-def test_pending_numbers_raise_instead_of_defaulting() -> None:
-    phone = load_profile("sd8-elite-gen5")
+def _without_value(text: str, field: str) -> str:
+    """The profile text with ``field``'s value line removed (its provenance note kept)."""
+    return re.sub(rf"^{field} = [0-9.]+\n", "", text, count=1, flags=re.M)
+
+
+def test_pending_numbers_raise_instead_of_defaulting(write_profile, phone_profile_text) -> None:  # type: ignore[no-untyped-def]
+    phone = load_profile(write_profile(_without_value(phone_profile_text, "hmx_fp16_TFLOPS")))
     assert isinstance(phone, MobileNPUProfile)
-    assert "hvx_int8_TOPS" in phone.htp.pending()
-    with pytest.raises(NotFittedError, match="hvx_int8_TOPS"):
-        phone.htp.require("hvx_int8_TOPS", phone.name)
+    assert "hmx_fp16_TFLOPS" in phone.htp.pending()
+    with pytest.raises(NotFittedError, match="hmx_fp16_TFLOPS"):
+        phone.htp.require("hmx_fp16_TFLOPS", phone.name)
     assert phone.ufs.require("peak_read_bw_GBps") == 4.3
 
 
@@ -109,13 +114,14 @@ def test_cross_field_gpu(write_profile) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_user_profile_shows(run_cli, write_profile, phone_profile_text) -> None:  # type: ignore[no-untyped-def]
-    path = write_profile(phone_profile_text.replace('name = "sd8-elite-gen5"', 'name = "my-phone"')
+    path = write_profile(_without_value(phone_profile_text, "hmx_fp16_TFLOPS")
+                         .replace('name = "sd8-elite-gen5"', 'name = "my-phone"')
                          .replace("peak_read_bw_GBps = 4.3", "peak_read_bw_GBps = 4.4"))
     res = run_cli("devices", "--device", str(path), "--json")
     assert res.code == 0, res.err
     record = json.loads(res.out)["devices"][0]
     assert record["name"] == "my-phone" and record["ufs"]["peak_read_bw_GBps"] == 4.4
-    assert "htp.hvx_int8_TOPS" in record["pending_fit"]
+    assert "htp.hmx_fp16_TFLOPS" in record["pending_fit"]
     human = run_cli("devices", "--device", str(path))
     assert "ufs.peak_read_bw_GBps" in human.out and "(pending fit)" in human.out
 

@@ -54,5 +54,6 @@ def registry() -> list[Case]:
     """Every registered case, in a stable order."""
     from moesim.validation_cases_hexagon import hexagon_cases
     from moesim.validation_cases_host import host_cases
+    from moesim.validation_cases_spec import specdecode_cases
 
-    return [*estream_cases(), *host_cases(), *hexagon_cases()]
+    return [*estream_cases(), *host_cases(), *hexagon_cases(), *specdecode_cases()]

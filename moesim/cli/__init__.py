@@ -14,8 +14,8 @@ import click
 from moesim import __version__
 from moesim.cli.autoconfig_cmd import autoconfig
 from moesim.cli.catalog_cmd import devices, models
-from moesim.cli.pending_cmd import PENDING
 from moesim.cli.prefill_cmd import prefill
+from moesim.cli.specdecode_cmd import specdecode
 from moesim.cli.validate_cmd import calibrate, validate
 from moesim.errors import MoesimError
 
@@ -36,10 +36,9 @@ cli.add_command(models)
 cli.add_command(devices)
 cli.add_command(prefill)
 cli.add_command(autoconfig)
+cli.add_command(specdecode)
 cli.add_command(validate)
 cli.add_command(calibrate)
-for _command in PENDING:
-    cli.add_command(_command)
 
 
 def _register_optional() -> None:

@@ -39,12 +39,6 @@ def test_debug_shows_traceback(run_cli) -> None:  # type: ignore[no-untyped-def]
         run_cli("--debug", "models", "--model", "nope")
 
 
-@pytest.mark.parametrize("command", ["specdecode"])
-def test_planned_commands_say_so_and_fail(run_cli, command) -> None:  # type: ignore[no-untyped-def]
-    res = run_cli(command, "--json")
-    assert res.code == 3 and "not available yet" in res.err and res.out == ""
-
-
 def test_devices_json(run_cli) -> None:  # type: ignore[no-untyped-def]
     res = run_cli("devices", "--json")
     data = json.loads(res.out)

@@ -1,0 +1,133 @@
+"""``moesim specdecode``: simulate speculative decoding of an MoE on a GPU server (EcoSpec)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from moesim.cli.output import emit_json, emit_table
+from moesim.cli.prefill_cmd import parse_overrides
+from moesim.errors import InputError
+from moesim.simulate_spec import gamma_sweep, gpu_profile, simulate_specdecode
+from moesim.spec.device import GPUServerProfile
+from moesim.spec.loading import validate_data
+from moesim.spec.profiles import override_profile
+from moesim.spec.spec_run import SELECTORS, SpecDecodeRun, parse_predictor, parse_routing
+
+__all__ = ["specdecode", "parse_gammas", "plot_sweep"]
+
+_ROWS = (("mean_active_experts", "{:.3f}"), ("acceptance_length", "{:.3f}"), ("hbm_bytes_per_step", "{:,.0f}"),
+         ("t_draft_s", "{:.4f}"), ("t_pred_s", "{:.4f}"), ("t_verify_s", "{:.4f}"), ("t_step_s", "{:.4f}"),
+         ("tokens_per_s", "{:.2f}"), ("speedup_vs_ar", "{:.3f}"), ("steps", "{:,}"))
+
+
+def parse_gammas(text: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise InputError("--gamma-sweep", "must be comma-separated integers >= 1", text)
+    return values
+
+
+def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
+    """E and speedup against gamma, one line per selection rule (matplotlib, imported here)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("--plot", "needs matplotlib (pip install 'moesim[plot]')", path) from None
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for sel in dict.fromkeys(r["selector"] for r in rows):
+        mine = [r for r in rows if r["selector"] == sel]
+        axes[0].plot([r["gamma"] for r in mine], [r["mean_active_experts"] for r in mine], marker="o", label=sel)
+        axes[1].plot([r["gamma"] for r in mine], [r["speedup_vs_ar"] for r in mine], marker="o", label=sel)
+    axes[0].set(xlabel="gamma (tokens verified per step)", ylabel="E (experts per MoE layer per step)")
+    axes[1].set(xlabel="gamma (tokens verified per step)", ylabel="speedup over AR")
+    axes[0].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(Path(path))
+    plt.close(fig)
+
+
+def _profile(device: str, overrides: tuple[str, ...]) -> GPUServerProfile:
+    profile = gpu_profile(device)
+    if overrides:
+        changed = override_profile(profile, parse_overrides(overrides))
+        assert isinstance(changed, GPUServerProfile)
+        profile = changed
+    return profile
+
+
+@click.command()
+@click.option("--model", default="gpt-oss-120b", show_default=True, metavar="NAME|PATH")
+@click.option("--device", default="h200x8-hf", show_default=True, metavar="NAME|PATH")
+@click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet); default: the model's "
+              "real trace from ../shared/traces, else a synthetic one (labelled).")
+@click.option("--selector", metavar="RULE", help=f"Draft selection rule: {', '.join(SELECTORS)} "
+              "[default: confidence; all three with --gamma-sweep]")
+@click.option("--gamma", type=int, default=4, show_default=True, help="Tokens verified per step, root included.")
+@click.option("--predictor", default="oracle", show_default=True, help="oracle, learned[:FOLDS] or accuracy:P.")
+@click.option("--depth", type=int, default=3, show_default=True, help="Draft steps (tree depth).")
+@click.option("--width", type=int, default=2, show_default=True, help="Tokens kept per draft step.")
+@click.option("--draft-routing", default="mixture", show_default=True,
+              help="Routing of non-true drafts: mixture[:SHARE], nearby[:W], request, trace, same-position.")
+@click.option("--epsilon", type=float, default=1.0, show_default=True, help="Score epsilon: P / (cost + eps).")
+@click.option("--t-draft-ms", type=float, help="Draft time per step (default: published or estimated).")
+@click.option("--t-pred-ms", type=float, help="Predictor time per step (default 4 ms when a predictor is used).")
+@click.option("--passes", type=int, default=8, show_default=True, help="Replays of the whole trace.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
+              help="Override one profile number (repeatable), e.g. runtime.per_active_expert_us=20")
+@click.option("--gamma-sweep", metavar="G1,G2,...", help="Run every gamma listed (and every rule unless "
+              "--selector is given) and print one row per run.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="With --gamma-sweep: write E and speedup vs gamma.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def specdecode(model: str, device: str, trace_path: str | None, selector: str | None, gamma: int, predictor: str,
+               depth: int, width: int, draft_routing: str, epsilon: float, t_draft_ms: float | None,
+               t_pred_ms: float | None, passes: int, seed: int, overrides: tuple[str, ...], gamma_sweep: str | None,
+               plot: str | None, as_json: bool) -> None:
+    """Simulate batch-1 speculative decoding with draft trees and a selection rule (EcoSpec)."""
+    run = validate_data(SpecDecodeRun, {
+        "model": model, "device": device, "trace": trace_path, "selector": selector or "confidence",
+        "gamma": gamma, "predictor": parse_predictor(predictor), "tree": {"depth": depth, "width": width},
+        "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,
+        "t_pred_ms": t_pred_ms, "passes": passes, "seed": seed})
+    profile = _profile(device, overrides)
+    if plot and not gamma_sweep:
+        raise InputError("--plot", "needs --gamma-sweep", plot)
+    if gamma_sweep:
+        _sweep(run, profile, parse_gammas(gamma_sweep), [selector] if selector else list(SELECTORS), plot, as_json)
+        return
+    m = simulate_specdecode(run, profile=profile).metrics
+    if as_json:
+        emit_json(m)
+        return
+    tr = m["trace"]
+    click.echo(f"{run.model} on {profile.name}: {run.selector}, gamma {run.gamma}, tree {depth} x {width}, "
+               f"predictor {run.predictor.kind}, draft routing {run.routing.kind}")
+    click.echo(f"routing: {tr['source']} ({'synthetic' if tr['synthetic'] else 'real'}), "
+               f"{tr['decode_tokens']:,} decode tokens x {run.passes} passes")
+    rows = [(k, fmt.format(m[k])) for k, fmt in _ROWS]
+    rows.append(("predictor_accuracy", "-" if m["predictor_accuracy"] is None else f"{m['predictor_accuracy']:.3f}"))
+    rows.append(("ar.t_token_s", f"{m['ar']['t_token_s']:.4f}"))
+    emit_table(["metric", "value"], rows)
+
+
+def _sweep(run: SpecDecodeRun, profile: GPUServerProfile, gammas: list[int], selectors: list[str],
+           plot: str | None, as_json: bool) -> None:
+    rows = gamma_sweep(run, gammas, selectors, profile=profile)
+    if plot:
+        plot_sweep(rows, plot, f"{run.model} on {profile.name}")
+    if as_json:
+        emit_json({"sweep": rows, "config": {**run.model_dump(mode="json"), "device": profile.name}})
+        return
+    emit_table(["selector", "gamma", "E", "alpha", "t_verify_s", "tokens_per_s", "speedup"],
+               [(r["selector"], r["gamma"], f"{r['mean_active_experts']:.3f}", f"{r['acceptance_length']:.3f}",
+                 f"{r['t_verify_s']:.4f}", f"{r['tokens_per_s']:.2f}", f"{r['speedup_vs_ar']:.3f}") for r in rows])

@@ -1,0 +1,94 @@
+"""Draft selection rules: which ``gamma`` tree nodes the target verifies (pure functions).
+
+Every rule returns a sorted array of node indices that always contains the root (node 0)
+and has ``min(gamma, N)`` nodes. Nodes are in tree order (a parent has a lower index than
+its children) and every score here is non-increasing down a path, so taking the best
+scores with ties broken by the lower index keeps the selection prefix-closed.
+
+Footprints: ``own[n]`` is the *predicted* set of (layer, expert) pairs of node ``n``
+(packed, :mod:`moesim.policies.spec_bits`); ``footprint(t)`` is the union of ``own`` over
+the draft nodes on the path root -> ``t`` (the root itself excluded: it is verified anyway).
+
+* ``confidence`` (EAGLE-3): the ``gamma - 1`` drafts of highest ``P(t)``.
+* ``ecospec``: greedy; buffer ``B`` starts as the root's predicted set; each round takes the
+  node maximising ``P(t) / (|footprint(t) \\ B| + eps)`` and adds its footprint to ``B``.
+* ``global-cost``: the ``gamma - 1`` drafts of highest ``P(t) / (|footprint(t)| + eps)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from moesim.policies.spec_bits import Words, set_size
+
+__all__ = ["path_footprints", "select_confidence", "select_global_cost", "select_ecospec", "ecospec_scores",
+           "global_cost_scores", "select_nodes", "RULES"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+RULES = ("confidence", "ecospec", "global-cost")
+
+
+def path_footprints(parent: npt.NDArray[np.integer], node_depth: npt.NDArray[np.integer], own: Words) -> Words:
+    """``footprint[t]`` = union of ``own`` over the draft nodes root -> ``t`` (root's row empty)."""
+    fp = np.zeros_like(own)
+    for d in range(1, int(node_depth.max(initial=0)) + 1):
+        idx = np.flatnonzero(node_depth == d)
+        fp[idx] = own[idx] | fp[parent[idx]]
+    return fp
+
+
+def _top(score: F64, gamma: int) -> I64:
+    """Root plus the ``gamma - 1`` best non-root nodes (ties: lower index), sorted."""
+    order = np.argsort(-score[1:], kind="stable")[: max(gamma - 1, 0)] + 1
+    return np.sort(np.concatenate([[0], order])).astype(np.int64)
+
+
+def select_confidence(prob: F64, gamma: int) -> I64:
+    """The root and the ``gamma - 1`` most probable drafts.
+
+    >>> select_confidence(np.array([1.0, 0.6, 0.3, 0.4, 0.1]), 3).tolist()
+    [0, 1, 3]
+    """
+    return _top(prob, gamma)
+
+
+def global_cost_scores(prob: F64, footprint: Words, eps: float) -> F64:
+    return prob / (set_size(footprint) + eps)
+
+
+def select_global_cost(prob: F64, footprint: Words, gamma: int, eps: float) -> I64:
+    return _top(global_cost_scores(prob, footprint, eps), gamma)
+
+
+def ecospec_scores(prob: F64, footprint: Words, buffer: Words, eps: float) -> F64:
+    """``P(t) / (|footprint(t) \\ B| + eps)`` for every node."""
+    return prob / (set_size(footprint & ~buffer) + eps)
+
+
+def select_ecospec(prob: F64, footprint: Words, root_set: Words, gamma: int, eps: float) -> tuple[I64, Words]:
+    """The greedy cost-aware selection; returns the nodes and the final buffer."""
+    buffer = root_set.copy()
+    free = np.ones(len(prob), dtype=bool)
+    free[0] = False
+    chosen = [0]
+    for _ in range(min(gamma, len(prob)) - 1):
+        score = np.where(free, ecospec_scores(prob, footprint, buffer, eps), -np.inf)
+        best = int(np.argmax(score))
+        chosen.append(best)
+        free[best] = False
+        buffer |= footprint[best]
+    return np.sort(np.array(chosen, dtype=np.int64)), buffer
+
+
+def select_nodes(rule: str, prob: F64, footprint: Words | None, root_set: Words | None, gamma: int,
+                 eps: float) -> I64:
+    """Dispatch on the rule name; ``footprint``/``root_set`` may be None for ``confidence``."""
+    if rule == "confidence":
+        return select_confidence(prob, gamma)
+    assert footprint is not None, f"{rule} needs footprints"
+    if rule == "global-cost":
+        return select_global_cost(prob, footprint, gamma, eps)
+    assert rule == "ecospec" and root_set is not None, rule
+    return select_ecospec(prob, footprint, root_set, gamma, eps)[0]

@@ -1,0 +1,251 @@
+"""``simulate_specdecode``: the single in-process entry point of the speculative-decoding workload.
+
+A run resolves the model, the GPU profile and a decode trace; replays the trace through
+draft trees, a selection rule and a predictor (:mod:`moesim.workloads.specdecode`); then
+prices every verification step with the closed-form cost of :mod:`moesim.cost.verify`.
+The metrics are defined in docs/specdecode.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from moesim import __version__
+from moesim.cost.verify import (VerifyParams, ar_time, draft_time_estimate, forward_bytes, forward_time,
+                                runtime_time, verify_params)
+from moesim.errors import InputError
+from moesim.policies.spec_bits import Words, pack_sets
+from moesim.policies.spec_learned import fit_learned
+from moesim.policies.spec_predict import PredictFn, accuracy_table, oracle_table, table_predictor
+from moesim.policies.spec_tree import tree_shape
+from moesim.spec.catalog import load_model
+from moesim.spec.device import GPUServerProfile
+from moesim.spec.model import ModelSpec
+from moesim.spec.profiles import AnyProfile, load_profile, profile_hash
+from moesim.spec.spec_run import AccuracyPredictor, LearnedPredictor, SpecDecodeRun
+from moesim.traces.model import DECODE, RoutingTrace
+from moesim.units import GiB
+from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, ReplayStats, replay
+
+__all__ = ["SpecDecodeResult", "simulate_specdecode", "gamma_sweep", "gpu_profile", "resolve_trace",
+           "PUBLISHED_DRAFT_S", "DEFAULT_PRED_S", "SYNTHETIC_TOKENS", "Replayed", "replay_run",
+           "decode_runs"]
+
+#: EAGLE-3 draft time per step (3 draft steps) in the EcoSpec Transformers prototype on 8x H200
+#: (BRIEF.md section 6); used for ``transformers-loop`` runtimes, scaled by depth / 3.
+PUBLISHED_DRAFT_S = {"gpt-oss-120b": 0.035, "qwen3-235b-a22b": 0.008}
+#: EcoSpec's expert predictor: "about 4 ms per step" (BRIEF.md section 2).
+DEFAULT_PRED_S = 0.004
+#: tokens of the synthetic trace used for a model without a real one
+SYNTHETIC_TOKENS = 2048
+
+
+@dataclass(frozen=True)
+class SpecDecodeResult:
+    """``metrics`` has the stable JSON keys of ``moesim specdecode --json``; ``steps`` one row
+    per verification step (flat records)."""
+
+    metrics: dict[str, Any]
+    steps: pd.DataFrame = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.metrics
+
+
+def gpu_profile(device: str | AnyProfile) -> GPUServerProfile:
+    profile = load_profile(device) if isinstance(device, str) else device
+    if not isinstance(profile, GPUServerProfile):
+        raise InputError("device", f"must be a gpu-server profile for specdecode, {profile.name} is {profile.kind}",
+                         profile.name)
+    return profile
+
+
+@cache
+def _synthetic(model: str, seed: int) -> RoutingTrace:
+    from moesim.traces import synthesize
+
+    return synthesize(model, SYNTHETIC_TOKENS, seed=seed)
+
+
+def resolve_trace(run: SpecDecodeRun, model: ModelSpec, trace: RoutingTrace | None) -> RoutingTrace:
+    """The given trace, else ``run.trace``, else the model's real trace, else a synthetic one."""
+    from moesim.traces import read_trace
+    from moesim.traces.sources import default_trace
+
+    if trace is None and run.trace is not None:
+        trace = read_trace(run.trace)
+    if trace is None:
+        trace = default_trace(model.name)
+    if trace is None:
+        trace = _synthetic(model.name, run.seed)
+    if trace.meta.model != model.name:
+        raise InputError("trace", f"must be a trace of {model.name}", trace.meta.model)
+    if len(trace.layers) != model.num_moe_layers:
+        raise InputError("trace", f"must record all {model.num_moe_layers} MoE layers of {model.name}",
+                         f"{len(trace.layers)} layers")
+    return trace
+
+
+def decode_runs(trace: RoutingTrace) -> tuple[npt.NDArray[np.int64], tuple[tuple[int, int], ...]]:
+    """Indices of the decode tokens of sequential requests, and their runs as ranges of that list."""
+    keep: list[npt.NDArray[np.int64]] = []
+    bounds: list[tuple[int, int]] = []
+    n = 0
+    for (a, b), info in zip(trace.segment_bounds(), trace.meta.segments):
+        if not info.sequential:
+            continue
+        idx = np.flatnonzero(trace.phase[a:b] == DECODE) + a
+        for run in np.split(idx, np.flatnonzero(np.diff(idx) != 1) + 1):
+            if run.size:
+                keep.append(run)
+                bounds.append((n, n + run.size))
+                n += run.size
+    if not keep:
+        raise InputError("trace", "must contain decode tokens of a sequential request (speculative decoding "
+                         "replays decode steps); it is prefill-only or batched", trace.meta.source)
+    return np.concatenate(keep), tuple(bounds)
+
+
+def _predictor(run: SpecDecodeRun, experts: npt.NDArray[np.int16], bounds: tuple[tuple[int, int], ...],
+               token_ids: npt.NDArray[np.int32] | None, n_exp: int,
+               rng: np.random.Generator) -> tuple[PredictFn, dict[str, Any]]:
+    pred = run.predictor
+    if isinstance(pred, LearnedPredictor):
+        fit = fit_learned(experts, list(bounds), token_ids, n_exp, run.tree.depth + 1, pred.folds)
+
+        def learned(root: int, sources: npt.NDArray[np.int64], depth: npt.NDArray[np.int64]) -> Words:
+            return pack_sets(fit(root, sources, depth), n_exp)
+
+        return learned, {"kind": "learned", "folds": pred.folds, "uses_token_ids": token_ids is not None,
+                         "heldout_accuracy_by_lag": list(fit.heldout_accuracy)}
+    if isinstance(pred, AccuracyPredictor):
+        table = accuracy_table(experts, n_exp, pred.fraction, rng)
+        info: dict[str, Any] = {"kind": "accuracy", "fraction": pred.fraction}
+    else:
+        table, info = oracle_table(experts), {"kind": "oracle"}
+    return table_predictor(pack_sets(table, n_exp)), info
+
+
+def _draft_s(run: SpecDecodeRun, profile: GPUServerProfile, params: VerifyParams) -> tuple[float, str]:
+    if run.gamma == 1:
+        return 0.0, "none: gamma 1 verifies no draft"
+    if run.t_draft_ms is not None:
+        return run.t_draft_ms / 1e3, "given"
+    if run.model in PUBLISHED_DRAFT_S and profile.runtime.kind == "transformers-loop":
+        return PUBLISHED_DRAFT_S[run.model] * run.tree.depth / 3, "paper: EAGLE-3 draft time (BRIEF.md section 6)"
+    return draft_time_estimate(params, run.tree.depth), "estimated: one decoder layer + LM head per draft step"
+
+
+def _pred_s(run: SpecDecodeRun) -> tuple[float, str]:
+    if run.gamma == 1:
+        return 0.0, "none: gamma 1 verifies no draft"
+    if run.selector == "confidence":
+        return 0.0, "none: confidence selection needs no predictor"
+    if run.t_pred_ms is not None:
+        return run.t_pred_ms / 1e3, "given"
+    return DEFAULT_PRED_S, "paper: about 4 ms per step (BRIEF.md section 2)"
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """The replay of a run, before any cost is applied (calibration reuses it)."""
+
+    stats: ReplayStats
+    predictor: dict[str, Any]
+    trace: dict[str, Any]
+
+
+def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replayed:
+    """Resolve the trace and predictor of ``run`` and replay it (no device needed)."""
+    model = load_model(run.model)
+    trace = resolve_trace(run, model, trace)
+    keep, bounds = decode_runs(trace)
+    experts, n_exp = trace.experts[keep], model.moe.num_routed_experts
+    token_ids = None if trace.token_ids is None else trace.token_ids[keep]
+    # two independent streams: the replay's draws do not depend on which predictor is used
+    replay_seed, predictor_seed = np.random.SeedSequence(run.seed).spawn(2)
+    predict: PredictFn | None = None
+    pred_info: dict[str, Any] = {"kind": run.predictor.kind, "used": False}
+    if run.selector != "confidence" and run.gamma > 1:
+        predict, pred_info = _predictor(run, experts, bounds, token_ids, n_exp, np.random.default_rng(predictor_seed))
+        pred_info["used"] = True
+    inputs = ReplayInputs(pack_sets(experts, n_exp), predict, bounds, model.num_moe_layers, model.moe.top_k)
+    policy = ReplayPolicy(run.selector, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width),
+                          run.draft, run.routing, run.passes)
+    info = {"source": trace.meta.source, "synthetic": bool(trace.meta.synthetic), "decode_tokens": int(len(keep)),
+            "requests": len(bounds)}
+    return Replayed(replay(inputs, policy, np.random.default_rng(replay_seed)), pred_info, info)
+
+
+def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *,
+                        profile: GPUServerProfile | None = None) -> SpecDecodeResult:
+    """Simulate batch-1 speculative decoding of ``run.model`` on ``run.device`` (or ``profile``)."""
+    wall0 = time.perf_counter()
+    model = load_model(run.model)
+    device = profile if profile is not None else gpu_profile(run.device)
+    capacity = device.gpu.gpus_count * device.gpu.hbm_capacity_GiB * GiB
+    if model.total_weight_bytes() > capacity:
+        raise InputError("model", f"must fit the {capacity / GiB:.0f} GiB of HBM of {device.name}", model.name)
+    params = verify_params(device, model)
+    rep = replay_run(run, trace)
+    metrics, steps = _metrics(run, device, params, rep.stats, rep.predictor)
+    wall = time.perf_counter() - wall0
+    metrics["trace"] = rep.trace
+    metrics["sim"] = {"wall_s": wall, "steps_per_wall_s": metrics["steps"] / wall if wall > 0 else 0.0}
+    return SpecDecodeResult(metrics, steps)
+
+
+def _metrics(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams, stats: ReplayStats,
+             pred_info: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+    total = stats.active.sum(axis=1).astype(np.float64)
+    t_verify = np.asarray(forward_time(params, total, stats.verified), dtype=np.float64)
+    hbm = np.asarray(forward_bytes(params, total), dtype=np.float64)
+    t_draft, draft_src = _draft_s(run, device, params)
+    t_pred, pred_src = _pred_s(run)
+    t_step = t_draft + t_pred + t_verify
+    tokens = stats.accepted + 1
+    t_ar = ar_time(params)
+    tps = float(tokens.sum() / t_step.sum())
+    accuracy = stats.predicted_hits / stats.predicted_slots if stats.predicted_slots else None
+    metrics: dict[str, Any] = {
+        "mean_active_experts": float(stats.active.mean()),
+        "acceptance_length": float(tokens.mean()),
+        "hbm_bytes_per_step": float(hbm.mean()),
+        "t_draft_s": t_draft, "t_pred_s": t_pred, "t_verify_s": float(t_verify.mean()),
+        "t_step_s": float(t_step.mean()), "tokens_per_s": tps, "speedup_vs_ar": tps * t_ar,
+        "steps": int(len(tokens)), "predictor_accuracy": accuracy,
+        "per_layer_active_experts": stats.active.mean(axis=0).round(6).tolist(),
+        "t_verify_runtime_s": float(np.mean(runtime_time(params, total))),
+        "mean_verified_tokens": float(stats.verified.mean()),
+        "ar": {"t_token_s": t_ar, "tokens_per_s": 1.0 / t_ar, "mean_active_experts": float(params.top_k),
+               "hbm_bytes_per_token": float(forward_bytes(params, float(params.n_moe_layers * params.top_k)))},
+        "predictor": pred_info, "sources": {"t_draft_s": draft_src, "t_pred_s": pred_src},
+        "config": {**run.model_dump(mode="json"), "device": device.name},
+        "provenance": {"moesim_version": __version__, "profile_hash": profile_hash(device)},
+    }
+    steps = pd.DataFrame({"step": np.arange(len(tokens)), "accepted": stats.accepted, "verified": stats.verified,
+                          "active_experts": total.astype(np.int64), "hbm_bytes": hbm, "t_verify_s": t_verify})
+    return metrics, steps
+
+
+def gamma_sweep(run: SpecDecodeRun, gammas: Sequence[int], selectors: Sequence[str],
+                trace: RoutingTrace | None = None, *, profile: GPUServerProfile | None = None) -> list[dict[str, Any]]:
+    """One flat row per (selector, gamma): the headline metrics of each run."""
+    rows = []
+    for sel in selectors:
+        for g in gammas:
+            one = SpecDecodeRun.model_validate({**run.model_dump(), "selector": sel, "gamma": g})
+            r = simulate_specdecode(one, trace, profile=profile)
+            m = r.metrics
+            rows.append({"selector": sel, "gamma": g, **{k: m[k] for k in (
+                "mean_active_experts", "acceptance_length", "hbm_bytes_per_step", "t_verify_s", "t_step_s",
+                "tokens_per_s", "speedup_vs_ar", "steps", "predictor_accuracy")}})
+    return rows

@@ -1,0 +1,177 @@
+"""Configuration of a speculative-decoding run (EcoSpec workload): pydantic data only.
+
+One discriminated union per pluggable family: the routing given to draft tokens that are
+not the true continuation (:data:`DraftRouting`) and the expert predictor
+(:data:`Predictor`). The defaults of :class:`DraftAccuracy` and :class:`MixtureRouting`
+are the values fitted to the published EAGLE-3 figures on gpt-oss-120b
+(``validation/fit_ecospec.py`` refits them and fails when they disagree).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
+
+from moesim.errors import InputError
+
+__all__ = ["SELECTORS", "Selector", "DraftTree", "DraftAccuracy", "NearbyRouting", "RequestRouting",
+           "TraceRouting", "SamePositionRouting", "MixtureRouting", "DraftRouting", "OraclePredictor",
+           "AccuracyPredictor", "LearnedPredictor", "Predictor", "SpecDecodeRun", "parse_predictor",
+           "parse_routing", "FITTED_TOP1_LOGIT", "FITTED_CONTEXT_FREE_SHARE"]
+
+Selector = Literal["confidence", "ecospec", "global-cost"]
+SELECTORS: tuple[str, ...] = ("confidence", "ecospec", "global-cost")
+
+#: Fitted by ``validation/fit_ecospec.py`` (confidence selection, gamma 4, gpt-oss-120b,
+#: its real nvmoe trace, seed 0): the draft's mean top-1 logit matches alpha = 1.88, the
+#: context-free share of non-true draft routing matches E = 11.6 (BRIEF.md section 6).
+FITTED_TOP1_LOGIT = -0.3127
+FITTED_CONTEXT_FREE_SHARE = 0.9557
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DraftTree(_Frozen):
+    """Draft tree shape: ``depth`` draft steps; at each step the ``width`` most probable
+    nodes of the previous depth are expanded into their top-``width`` tokens."""
+
+    depth: Annotated[int, Field(ge=1, le=8)] = 3
+    width: Annotated[int, Field(ge=1, le=8)] = 2
+
+
+class DraftAccuracy(_Frozen):
+    """How good the draft is (docs/specdecode.md, "draft-accuracy model").
+
+    At an expanded node of depth ``d - 1`` the draft's top-1 confidence is
+    ``q1 = sigmoid(top1_logit_mean + (d - 1) * depth_drift + top1_logit_sd * z)``, ``z ~ N(0, 1)``;
+    rank ``r >= 2`` gets ``(1 - q1) * rank_share * (1 - rank_share) ** (r - 2)``. The draft is
+    calibrated: when the node is on the true path, the true token is its rank-r child with
+    probability ``q_r`` and none of them with the remaining mass.
+    """
+
+    top1_logit_mean: float = Field(FITTED_TOP1_LOGIT, ge=-10.0, le=10.0)
+    top1_logit_sd: NonNegativeFloat = Field(1.5, le=10.0)
+    rank_share: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.3
+    depth_drift: float = Field(0.0, ge=-5.0, le=5.0)
+
+
+class NearbyRouting(_Frozen):
+    """A non-true draft at position ``i`` routes like a token drawn uniformly from
+    ``i - window .. i + window`` of the same request (``i`` itself excluded)."""
+
+    kind: Literal["nearby"] = "nearby"
+    window: PositiveInt = 8
+
+
+class RequestRouting(_Frozen):
+    """... like a token drawn uniformly from the same request (segment)."""
+
+    kind: Literal["request"] = "request"
+
+
+class TraceRouting(_Frozen):
+    """... like a token drawn uniformly from the whole trace (no context locality)."""
+
+    kind: Literal["trace"] = "trace"
+
+
+class SamePositionRouting(_Frozen):
+    """... exactly like the true token at its position (the optimistic bound)."""
+
+    kind: Literal["same-position"] = "same-position"
+
+
+class MixtureRouting(_Frozen):
+    """With probability ``context_free_share`` like :class:`TraceRouting`, else like
+    :class:`NearbyRouting` with ``window`` (the fitted default)."""
+
+    kind: Literal["mixture"] = "mixture"
+    context_free_share: Annotated[float, Field(ge=0.0, le=1.0)] = FITTED_CONTEXT_FREE_SHARE
+    window: PositiveInt = 8
+
+
+DraftRouting = Annotated[NearbyRouting | RequestRouting | TraceRouting | SamePositionRouting | MixtureRouting,
+                         Field(discriminator="kind")]
+
+
+class OraclePredictor(_Frozen):
+    """Predicts every token's experts exactly."""
+
+    kind: Literal["oracle"] = "oracle"
+
+
+class AccuracyPredictor(_Frozen):
+    """Recovers each of a token's true top-k experts with probability ``fraction``; the
+    others are replaced by experts drawn by that layer's popularity in the trace."""
+
+    kind: Literal["accuracy"] = "accuracy"
+    fraction: Annotated[float, Field(ge=0.0, le=1.0, description="fraction of the true top-k recovered")]
+
+
+class LearnedPredictor(_Frozen):
+    """A count-based model (previous tokens' and previous layer's experts, token ids when
+    the trace has them) trained on the other folds of the trace (cross-fitting)."""
+
+    kind: Literal["learned"] = "learned"
+    folds: Annotated[int, Field(ge=2, le=10)] = 2
+
+
+Predictor = Annotated[OraclePredictor | AccuracyPredictor | LearnedPredictor, Field(discriminator="kind")]
+
+
+class SpecDecodeRun(_Frozen):
+    """Everything one speculative-decoding simulation needs."""
+
+    model: str = "gpt-oss-120b"
+    device: str = "h200x8-hf"
+    trace: str | None = Field(None, description="canonical trace file; None = the model's real trace")
+    selector: Selector = "confidence"
+    gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root (bonus) token included")
+    epsilon: PositiveFloat = Field(1.0, description="the score's epsilon: P / (cost + epsilon)")
+    predictor: Predictor = Field(default_factory=OraclePredictor)
+    tree: DraftTree = Field(default_factory=DraftTree)
+    draft: DraftAccuracy = Field(default_factory=DraftAccuracy)
+    routing: DraftRouting = Field(default_factory=MixtureRouting)
+    t_draft_ms: NonNegativeFloat | None = Field(None, description="draft time per step; None = published or estimated")
+    t_pred_ms: NonNegativeFloat | None = Field(None, description="predictor time per step; None = 4 ms when used")
+    passes: Annotated[int, Field(ge=1, le=100)] = Field(8, description="replays of the whole trace")
+    seed: Annotated[int, Field(ge=0)] = 0
+
+
+def parse_predictor(text: str) -> dict[str, object]:
+    """``"oracle"``, ``"learned"``, ``"learned:3"`` (folds) or ``"accuracy:0.93"`` -> config data.
+
+    >>> parse_predictor("accuracy:0.93")
+    {'kind': 'accuracy', 'fraction': 0.93}
+    """
+    kind, _, arg = text.partition(":")
+    try:
+        if kind == "oracle" and not arg:
+            return {"kind": "oracle"}
+        if kind == "learned":
+            return {"kind": "learned", "folds": int(arg)} if arg else {"kind": "learned"}
+        if kind == "accuracy" and arg and 0.0 <= float(arg) <= 1.0:
+            return {"kind": "accuracy", "fraction": float(arg)}
+    except ValueError:
+        pass
+    raise InputError("predictor", "must be oracle, learned[:FOLDS] or accuracy:P (0 <= P <= 1)", text)
+
+
+def parse_routing(text: str) -> dict[str, object]:
+    """``"mixture"``, ``"mixture:0.5"``, ``"nearby:8"``, ``"request"``, ``"trace"``,
+    ``"same-position"`` -> config data."""
+    kind, _, arg = text.partition(":")
+    try:
+        if kind in ("request", "trace", "same-position") and not arg:
+            return {"kind": kind}
+        if kind == "nearby":
+            return {"kind": "nearby", "window": int(arg)} if arg else {"kind": "nearby"}
+        if kind == "mixture":
+            return {"kind": "mixture", "context_free_share": float(arg)} if arg else {"kind": "mixture"}
+    except ValueError:
+        pass
+    raise InputError("draft-routing", "must be mixture[:SHARE], nearby[:WINDOW], request, trace or same-position",
+                     text)

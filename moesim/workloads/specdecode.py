@@ -1,0 +1,131 @@
+"""Replay of a decode trace through speculative-decoding steps (EcoSpec workload).
+
+Each step: the root is the trace token at position ``p`` (the last accepted, or bonus,
+token); a draft tree is proposed for positions ``p + 1 .. p + depth``; every node gets a
+routing (true nodes: the trace's next tokens; others: :mod:`moesim.policies.spec_routing`)
+and a predicted routing (the run's predictor); the selection rule picks ``gamma`` nodes;
+the target verifies them in one forward; the longest selected prefix of the true path is
+accepted, plus the bonus token; the next root is ``p + accepted + 1``. A request's steps
+end at its last token. The whole trace is replayed ``passes`` times with fresh draws.
+
+This is a plain deterministic loop rather than a SimPy process (STYLE.md allows it here):
+verification steps are strictly sequential, batch 1, with no resource shared between
+concurrent activities, so there is nothing for an event queue to order. Time is not
+simulated here at all: per-step costs are closed-form (:mod:`moesim.cost.verify`) and are
+applied to the recorded unions afterwards. All randomness comes from the ``rng`` the run
+owns, drawn in a fixed order (per pass: tree noise, then routing uniforms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from moesim.policies.spec_bits import Words, layer_counts
+from moesim.policies.spec_predict import PredictFn
+from moesim.policies.spec_routing import UNIFORMS_PER_NODE, draft_sources
+from moesim.policies.spec_select import path_footprints, select_confidence, select_nodes
+from moesim.policies.spec_tree import DraftTrees, TreeShape, accepted_drafts, build_trees, tree_noise
+from moesim.spec.spec_run import DraftAccuracy, DraftRouting
+
+__all__ = ["ReplayInputs", "ReplayPolicy", "ReplayStats", "replay"]
+
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class ReplayInputs:
+    """The trace, packed: ``actual[t]`` is token ``t``'s routing; ``predict`` names the
+    predicted sets of a step's nodes (None for confidence selection, which needs none)."""
+
+    actual: Words                          # [T, L * wpl]
+    predict: PredictFn | None
+    bounds: tuple[tuple[int, int], ...]    # requests (segments) as token ranges
+    n_layers: int
+    top_k: int
+
+
+@dataclass(frozen=True)
+class ReplayPolicy:
+    rule: str
+    gamma: int
+    epsilon: float
+    shape: TreeShape
+    draft: DraftAccuracy
+    routing: DraftRouting
+    passes: int
+
+
+@dataclass(frozen=True)
+class ReplayStats:
+    active: I64          # [steps, L]: experts per MoE layer touched by the verified tokens
+    accepted: I64        # [steps]: drafts accepted (the bonus token not counted)
+    verified: I64        # [steps]: tokens verified (root included)
+    predicted_hits: int  # verified nodes' (layer, expert) pairs the predictor named correctly
+    predicted_slots: int  # verified nodes x layers x k (0 when no predictor was used)
+
+
+@dataclass
+class _Acc:
+    active: list[I64]
+    accepted: list[int]
+    verified: list[int]
+    hits: int = 0
+    slots: int = 0
+
+
+def _sources(pol: ReplayPolicy, trees: DraftTrees, s: int, p: int, seg: tuple[int, int], n_tokens: int,
+             u: npt.NDArray[np.float64]) -> I64:
+    depth = pol.shape.node_depth
+    a, b = seg
+    src = draft_sources(pol.routing, np.minimum(p + depth, b - 1).astype(np.int64), a, b, n_tokens, u)
+    tn = trees.true_node[s]
+    for d in range(1, min(pol.shape.depth, b - 1 - p) + 1):
+        node = int(tn[d])
+        if node < 0:
+            break
+        src[node] = p + d
+    src[0] = p
+    return src
+
+
+def _step(inp: ReplayInputs, pol: ReplayPolicy, trees: DraftTrees, s: int, p: int, seg: tuple[int, int],
+          u: npt.NDArray[np.float64], acc: _Acc) -> int:
+    """One verification step rooted at ``p``; returns the drafts accepted."""
+    src = _sources(pol, trees, s, p, seg, inp.actual.shape[0], u)
+    act = inp.actual[src]
+    if inp.predict is None:
+        sel = select_confidence(trees.prob[s], pol.gamma)
+    else:
+        pred = inp.predict(p, src, pol.shape.node_depth)
+        fp = path_footprints(trees.parent[s], pol.shape.node_depth, pred)
+        sel = select_nodes(pol.rule, trees.prob[s], fp, pred[0], pol.gamma, pol.epsilon)
+        acc.hits += int(np.bitwise_count(pred[sel] & act[sel]).sum())
+        acc.slots += len(sel) * inp.n_layers * inp.top_k
+    chosen = np.zeros(len(src), dtype=bool)
+    chosen[sel] = True
+    drafts = accepted_drafts(chosen, trees.true_node[s], seg[1] - 1 - p)
+    acc.active.append(layer_counts(np.bitwise_or.reduce(act[sel], axis=0), inp.n_layers))
+    acc.accepted.append(drafts)
+    acc.verified.append(len(sel))
+    return drafts
+
+
+def replay(inp: ReplayInputs, pol: ReplayPolicy, rng: np.random.Generator) -> ReplayStats:
+    """Replay the trace ``pol.passes`` times; deterministic for a given ``rng`` state."""
+    n_tokens, n_nodes = inp.actual.shape[0], pol.shape.n_nodes
+    acc = _Acc([], [], [])
+    for _ in range(pol.passes):
+        trees = build_trees(pol.shape, pol.draft, tree_noise(rng, n_tokens, pol.shape))
+        uniforms = rng.random((n_tokens, n_nodes, UNIFORMS_PER_NODE))
+        s = 0
+        for seg in inp.bounds:
+            p = seg[0]
+            while p < seg[1]:
+                p += _step(inp, pol, trees, s, p, seg, uniforms[s], acc) + 1
+                s += 1
+    return ReplayStats(np.array(acc.active, dtype=np.int64).reshape(-1, inp.n_layers),
+                       np.array(acc.accepted, dtype=np.int64), np.array(acc.verified, dtype=np.int64),
+                       acc.hits, acc.slots)

@@ -1,0 +1,287 @@
+"""Speculative decoding (EcoSpec): literal trees, selection rules, costs, predictors, CLI."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from moesim.cli import cli
+from moesim.cli.specdecode_cmd import specdecode
+from moesim.cost.verify import ar_time, forward_bytes, forward_time, verify_params
+from moesim.errors import InputError
+from moesim.policies.spec_bits import pack_sets
+from moesim.policies.spec_learned import fit_learned
+from moesim.policies.spec_predict import accuracy_table, topk_accuracy
+from moesim.policies.spec_routing import draft_sources
+from moesim.policies.spec_select import path_footprints, select_confidence, select_ecospec, select_global_cost
+from moesim.policies.spec_tree import TreeNoise, accepted_drafts, build_trees, tree_shape
+from moesim.simulate_spec import gpu_profile, simulate_specdecode
+from moesim.spec.catalog import load_model
+from moesim.spec.loading import validate_data
+from moesim.spec.spec_run import (DraftAccuracy, NearbyRouting, SamePositionRouting, SpecDecodeRun, TraceRouting,
+                                  parse_predictor, parse_routing)
+from moesim.traces import write_trace
+from tests.traces_helpers import make_trace, needs_shared, random_trace
+
+
+
+# ----- the literal tree used by the selection tests -----------------------------------------
+#        0 (root, predicted {0,1})
+#       / \
+#      1   2          P 0.6 {2,3} | 0.3 {0,1}
+#     / \   \
+#    3   4   5        P 0.4 {4,5} | 0.1 {6,7} | 0.28 {4}
+PARENT = np.array([-1, 0, 0, 1, 1, 2])
+DEPTH = np.array([0, 1, 1, 2, 2, 2])
+PROB = np.array([1.0, 0.6, 0.3, 0.4, 0.1, 0.28])
+OWN_SETS = [[0, 1], [2, 3], [0, 1], [4, 5], [6, 7], [4, 4]]
+
+
+def _own() -> np.ndarray:
+    return pack_sets(np.array(OWN_SETS, dtype=np.int16)[:, None, :], n_experts=8)
+
+
+def _fp() -> np.ndarray:
+    return path_footprints(PARENT, DEPTH, _own())
+
+
+def _members(words: np.ndarray) -> set[int]:
+    return {e for e in range(8) if int(words[0]) >> e & 1}
+
+
+def test_footprints_are_path_unions_without_the_root() -> None:
+    fp = _fp()
+    assert [_members(fp[i]) for i in range(6)] == [set(), {2, 3}, {0, 1}, {2, 3, 4, 5}, {2, 3, 6, 7}, {0, 1, 4}]
+
+
+@pytest.mark.parametrize(("gamma", "confidence", "global_cost", "ecospec"), [
+    (3, [0, 1, 3], [0, 1, 2], [0, 1, 2]),
+    (4, [0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 2, 5]),
+    (1, [0], [0], [0]),
+    (9, [0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5]),
+])
+def test_selection_rules_on_a_literal_tree(gamma: int, confidence: list[int], global_cost: list[int],
+                                           ecospec: list[int]) -> None:
+    # global-cost, eps 1: 1: .6/3  2: .3/3  3: .4/5  4: .1/5  5: .28/4
+    # ecospec, B0 = {0,1}: round 1 picks 2 (.3/1), round 2 picks 1 (.6/3), round 3: 3 .4/3 < 5 .28/2
+    fp = _fp()
+    assert select_confidence(PROB, gamma).tolist() == confidence
+    assert select_global_cost(PROB, fp, gamma, 1.0).tolist() == global_cost
+    chosen, buffer = select_ecospec(PROB, fp, _own()[0], gamma, 1.0)
+    assert chosen.tolist() == ecospec
+    if gamma == 4:
+        assert _members(buffer) == {0, 1, 2, 3, 4}
+
+
+def test_tree_shape_and_hand_built_trees() -> None:
+    shape = tree_shape(2, 2)
+    assert shape.block_start == (0, 1, 3, 7) and shape.expanded == (1, 2) and shape.n_nodes == 7
+    acc = DraftAccuracy(top1_logit_mean=0.0, top1_logit_sd=0.0, rank_share=0.5)   # q = 0.5, 0.25
+    noise = TreeNoise(z=np.zeros((1, 3)), u=np.array([[0.6, 0.9, 0.1]]))
+    trees = build_trees(shape, acc, noise)
+    assert trees.parent[0].tolist() == [-1, 0, 0, 1, 1, 2, 2]
+    assert np.allclose(trees.prob[0], [1, 0.5, 0.25, 0.25, 0.125, 0.125, 0.0625])
+    # depth 1: u = 0.6 falls in [0.5, 0.75): rank 2 = node 2; depth 2: node 2 is slot 1, u = 0.1: rank 1 = node 5
+    assert trees.true_node[0].tolist() == [0, 2, 5]
+
+
+def test_accepted_drafts_is_the_selected_true_prefix() -> None:
+    true = np.array([0, 2, 5, -1])
+    chosen = np.zeros(7, dtype=bool)
+    chosen[[0, 2, 5]] = True
+    assert accepted_drafts(chosen, true, 3) == 2
+    assert accepted_drafts(chosen, true, 1) == 1       # the request ends after one more token
+    chosen[2] = False
+    assert accepted_drafts(chosen, true, 3) == 0
+
+
+def test_draft_sources() -> None:
+    pos = np.array([5, 5, 5])
+    u = np.array([[0.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.99, 0.99, 0.99]])
+    near = draft_sources(NearbyRouting(window=1), pos, 0, 10, 100, u)
+    assert near.tolist() == [4, 6, 6]
+    assert draft_sources(SamePositionRouting(), pos, 0, 10, 100, u).tolist() == [5, 5, 5]
+    assert draft_sources(TraceRouting(), pos, 0, 10, 100, u).tolist() == [0, 50, 99]
+    lone = draft_sources(NearbyRouting(window=3), np.array([0]), 0, 1, 100, u[:1])
+    assert lone.tolist() == [0]                     # nothing else in the request: itself
+
+
+# ----- costs ---------------------------------------------------------------------------------
+def test_gpt_oss_byte_accounting() -> None:
+    p = verify_params(gpu_profile("h200x8-hf"), load_model("gpt-oss-120b"))
+    assert p.expert_bytes == 3 * 2880 * 2880 * 17 // 32          # MXFP4: 17 bytes per 32 weights
+    assert p.head_bytes == 201088 * 2880 * 2                       # BF16 LM head, read every step
+    assert float(forward_bytes(p, 36 * 11.6)) == pytest.approx(p.non_expert_bytes + 36 * 11.6 * p.expert_bytes)
+    assert p.hbm_Bps == pytest.approx(4.8e12 * 0.575)              # layer-split: one GPU at a time
+
+
+def test_forward_time_formula_and_parallelism() -> None:
+    p = verify_params(gpu_profile("h200x8-hf"), load_model("gpt-oss-120b"))
+    u = 36 * 11.6
+    expected = (p.per_step_s + 36 * p.per_layer_s + u * p.per_expert_s
+                + (p.non_expert_bytes + u * p.expert_bytes) / p.hbm_Bps)
+    assert float(forward_time(p, u, 4)) == pytest.approx(expected)
+    assert ar_time(p) == pytest.approx(0.081, rel=0.02)           # the fitted AR figure
+    hf = gpu_profile("h200x8-hf")
+    tp = hf.model_copy(update={"runtime": hf.runtime.model_copy(update={"parallelism": "tensor-parallel"})})
+    assert verify_params(tp, load_model("gpt-oss-120b")).hbm_Bps == pytest.approx(8 * p.hbm_Bps)
+    slower = replace(p, per_expert_s=2 * p.per_expert_s)
+    assert float(forward_time(slower, u, 4)) - float(forward_time(p, u, 4)) == pytest.approx(u * p.per_expert_s)
+
+
+# ----- predictors ----------------------------------------------------------------------------
+def test_accuracy_predictor_recovers_the_stated_fraction() -> None:
+    experts = random_trace("olmoe-1b-7b", 400, [400], seed=3).experts
+    for p in (0.0, 0.5, 0.93, 1.0):
+        table = accuracy_table(experts, 64, p, np.random.default_rng(0))[0]
+        assert topk_accuracy(table, experts) == pytest.approx(p, abs=0.02)
+        assert (np.sort(table, axis=2)[:, :, 1:] != np.sort(table, axis=2)[:, :, :-1]).all()   # k distinct
+
+
+def test_learned_predictor_learns_a_deterministic_successor() -> None:
+    rng = np.random.default_rng(0)
+    n_exp, k, steps = 8, 2, 400
+    e = np.zeros((steps, 2, k), dtype=np.int16)
+    e[0] = [[0, 1], [2, 3]]
+    for t in range(1, steps):                # layer 0 cycles; layer 1 is random
+        e[t, 0] = (e[t - 1, 0] + 2) % n_exp
+        e[t, 1] = rng.choice(n_exp, k, replace=False)
+    fit = fit_learned(e, [(0, steps)], None, n_exp, lags=2, folds=2)
+    held = fit.heldout_accuracy
+    assert len(held) == 2 and held[0] > 0.6 and held[1] > 0.6       # layer 0 perfect, layer 1 ~ chance
+    pred = fit(100, np.array([100, 101]), np.array([0, 1]))
+    assert pred.shape == (2, 2, 2) and sorted(pred[0, 0].tolist()) == sorted(e[100, 0].tolist())
+
+
+# ----- end to end ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small_trace():  # type: ignore[no-untyped-def]
+    return random_trace("olmoe-1b-7b", 160, [100, 60], seed=1)
+
+
+def _run(**kw: object) -> SpecDecodeRun:
+    return validate_data(SpecDecodeRun, {"model": "olmoe-1b-7b", "passes": 2, **kw})
+
+
+def test_same_seed_same_result_and_ar_is_top_k(small_trace) -> None:  # type: ignore[no-untyped-def]
+    run = _run(selector="ecospec", predictor={"kind": "accuracy", "fraction": 0.8})
+    a, b = (simulate_specdecode(run, small_trace).metrics for _ in range(2))
+    a.pop("sim"), b.pop("sim")
+    assert a == b
+    ar = simulate_specdecode(_run(gamma=1), small_trace).metrics
+    assert ar["mean_active_experts"] == 8.0 and ar["acceptance_length"] == 1.0
+    assert ar["speedup_vs_ar"] == pytest.approx(1.0) and ar["t_draft_s"] == 0.0
+
+
+def test_metrics_are_consistent(small_trace) -> None:  # type: ignore[no-untyped-def]
+    m = simulate_specdecode(_run(selector="global-cost"), small_trace).metrics
+    assert m["t_step_s"] == pytest.approx(m["t_draft_s"] + m["t_pred_s"] + m["t_verify_s"])
+    assert m["t_pred_s"] == 0.004 and m["predictor_accuracy"] == 1.0
+    assert 1.0 <= m["acceptance_length"] <= 4.0 and 8.0 <= m["mean_active_experts"] <= 32.0
+    assert m["speedup_vs_ar"] == pytest.approx(m["tokens_per_s"] * m["ar"]["t_token_s"])
+
+
+@pytest.mark.parametrize(("data", "text"), [
+    ({"gamma": 0}, "gamma must be greater than 0, got 0"),
+    ({"selector": "fastest"}, "selector must be 'confidence', 'ecospec' or 'global-cost', got 'fastest'"),
+    ({"predictor": {"kind": "accuracy", "fraction": 1.5}}, "predictor.fraction must be less than or equal to 1"),
+])
+def test_bad_run_config_is_one_input_error(data: dict[str, object], text: str) -> None:
+    with pytest.raises(InputError, match=text.replace("(", r"\(")):
+        validate_data(SpecDecodeRun, data)
+
+
+def test_bad_option_strings() -> None:
+    with pytest.raises(InputError, match="predictor must be oracle"):
+        parse_predictor("accuracy:1.5")
+    with pytest.raises(InputError, match="draft-routing must be"):
+        parse_routing("sideways")
+    assert parse_routing("nearby:4") == {"kind": "nearby", "window": 4}
+
+
+def test_wrong_trace_or_device_is_refused(small_trace) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError, match="trace must be a trace of gpt-oss-120b, got 'olmoe-1b-7b'"):
+        simulate_specdecode(_run(model="gpt-oss-120b"), small_trace)
+    prefill = replace(small_trace, phase=np.zeros_like(small_trace.phase))
+    with pytest.raises(InputError, match="prefill-only"):
+        simulate_specdecode(_run(), prefill)
+    few = make_trace(small_trace.experts[:, :3], [160], model="olmoe-1b-7b")
+    with pytest.raises(InputError, match="must record all 16 MoE layers"):
+        simulate_specdecode(_run(), few)
+    with pytest.raises(InputError, match="must be a gpu-server profile"):
+        simulate_specdecode(_run(device="sd8-elite-gen5"), small_trace)
+
+
+# ----- CLI -------------------------------------------------------------------------------------
+KEYS = {"mean_active_experts", "acceptance_length", "hbm_bytes_per_step", "t_draft_s", "t_pred_s", "t_verify_s",
+        "t_step_s", "tokens_per_s", "speedup_vs_ar", "steps", "predictor_accuracy"}
+
+
+@pytest.fixture
+def spec_cli(run_cli):  # type: ignore[no-untyped-def]
+    """``run_cli``, checking that the registered command is the real ``specdecode``."""
+    assert cli.commands.get("specdecode") is specdecode
+    return run_cli
+
+
+@pytest.fixture(scope="module")
+def trace_file(tmp_path_factory: pytest.TempPathFactory, small_trace) -> Path:  # type: ignore[no-untyped-def]
+    return write_trace(small_trace, tmp_path_factory.mktemp("spec") / "olmoe.parquet")
+
+
+def test_cli_json_keys(spec_cli, trace_file: Path) -> None:  # type: ignore[no-untyped-def]
+    res = spec_cli("specdecode", "--model", "olmoe-1b-7b", "--trace", str(trace_file), "--selector", "ecospec",
+                  "--predictor", "accuracy:0.9", "--passes", "1", "--json")
+    assert res.code == 0, res.err
+    m = json.loads(res.out)
+    assert KEYS <= set(m) and m["config"]["selector"] == "ecospec" and m["trace"]["synthetic"] is False
+
+
+def test_cli_sweep_and_table(spec_cli, trace_file: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    res = spec_cli("specdecode", "--model", "olmoe-1b-7b", "--trace", str(trace_file), "--passes", "1",
+                  "--gamma-sweep", "1,4", "--json")
+    rows = json.loads(res.out)["sweep"]
+    assert res.code == 0 and [(r["selector"], r["gamma"]) for r in rows] == [
+        (s, g) for s in ("confidence", "ecospec", "global-cost") for g in (1, 4)]
+    assert all(r["mean_active_experts"] == 8.0 for r in rows if r["gamma"] == 1)
+    text = spec_cli("specdecode", "--model", "olmoe-1b-7b", "--trace", str(trace_file), "--passes", "1")
+    assert text.code == 0 and "mean_active_experts" in text.out and "speedup_vs_ar" in text.out
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--gamma", "0"], "gamma must be greater than 0"),
+    (["--selector", "fastest"], "selector must be"),
+    (["--predictor", "accuracy:2"], "predictor must be oracle"),
+    (["--device", "sd8-elite-gen5"], "must be a gpu-server profile"),
+    (["--gamma-sweep", "0,2"], "--gamma-sweep must be comma-separated integers >= 1"),
+])
+def test_cli_bad_input_exit_2(spec_cli, trace_file: Path, args: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
+    res = spec_cli("specdecode", "--model", "olmoe-1b-7b", "--trace", str(trace_file), *args)
+    assert res.code == 2 and res.err.count("\n") == 1 and needle in res.err, res.err
+
+
+# ----- the calibration, on the real trace (skipped without ../shared/traces) ------------------
+@needs_shared
+def test_calibration_reproduces_the_published_figures() -> None:
+    from moesim.calibrate.ecospec import calibration_run
+
+    m = simulate_specdecode(calibration_run()).metrics
+    assert m["trace"]["synthetic"] is False
+    assert m["mean_active_experts"] == pytest.approx(11.6, abs=0.4)
+    assert m["acceptance_length"] == pytest.approx(1.88, abs=0.08)
+    assert m["t_verify_s"] == pytest.approx(0.113, rel=0.10)
+    assert m["ar"]["t_token_s"] == pytest.approx(0.081, rel=0.10)
+
+
+@needs_shared
+def test_specdecode_validation_cases_pass() -> None:
+    from moesim.validation import run_cases
+    from moesim.validation_cases_spec import specdecode_cases
+
+    results = run_cases(specdecode_cases())
+    assert results and all(r.name.startswith("specdecode/") for r in results)
+    assert [r.name for r in results if not r.passed] == []

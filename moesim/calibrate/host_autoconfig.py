@@ -1,0 +1,81 @@
+"""The auto-configurator on real hardware: its choice from the calibrated host profile
+against an exhaustive *measured* sweep of the native executor over the same space.
+
+The reproduction of the published evaluation (BRIEF.md section 1) on a machine we have:
+for each memory budget, every (G, B, Q) of the space is run on the executor (median of
+repeats); the choice's measured makespan is compared with the best measured one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from moesim.calibrate.host import executor_model, host_backend, host_ufs
+from moesim.cost.ops import expert_op
+from moesim.cost.pipeline import ServiceTimes, ns_int
+from moesim.policies.autoconfig import Config, StoredProfile, build_profile, select, space
+from moesim.simulate import routing_counts
+from moesim.spec.device import HostProfile
+from moesim.spec.model import ModelSpec
+
+__all__ = ["SweepCase", "host_service_times", "sweep"]
+
+
+def host_service_times(p: HostProfile, model: ModelSpec, routing: np.ndarray, nonffn_dim: int) -> ServiceTimes:
+    be, ufs = host_backend(p), host_ufs(p)
+    counts = routing_counts(routing, model.moe.num_routed_experts)
+    n = routing.shape[0]
+    kernel_ns = ns_int(2.0 * n * nonffn_dim * nonffn_dim / p.cpu.require("nonffn_GFLOPS", p.name))
+    costs = tuple(tuple(expert_op(int(t), model, be) for t in row) for row in counts.tolist())
+    return ServiceTimes(model.name, n, model.expert_bytes("q4_0"), tuple([kernel_ns] * model.num_layers), 0,
+                        ns_int(ufs.latency_ns), ufs.B_per_ns, be.call_overhead_ns, counts, costs, 0)
+
+
+@dataclass(frozen=True)
+class SweepCase:
+    arena_experts: int
+    chosen: Config
+    predicted_s: float
+    chosen_measured_s: float
+    best: Config
+    best_measured_s: float
+    configs: int
+
+    @property
+    def regret(self) -> float:
+        return self.chosen_measured_s / self.best_measured_s - 1.0
+
+
+def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.ndarray, arena_experts: list[int],
+          workdir: Path, repeats: int = 2) -> list[SweepCase]:
+    from moesim.native.cpu import ExecutorConfig, ExpertShape, pack_experts, run_executor
+
+    layers, experts, hidden, inter, k = shape
+    model = executor_model(layers, experts, hidden, inter, k)
+    profile: StoredProfile = build_profile(host_service_times(p, model, routing, hidden))
+    packed = pack_experts(workdir / f"pack-{layers}x{experts}-{hidden}x{inter}.bin",
+                          ExpertShape(layers, experts, hidden, inter))
+    measured: dict[Config, float] = {}
+
+    def run(cfg: Config) -> float:
+        if cfg not in measured:
+            ecfg = ExecutorConfig(cfg.group_size, cfg.banks, cfg.queue_depth, "non-ffn")
+            measured[cfg] = statistics.median(run_executor(packed, routing, ecfg, workdir=workdir / "runs").makespan_s
+                                              for _ in range(repeats))
+        return measured[cfg]
+
+    out = []
+    for n_exp in arena_experts:
+        budget = n_exp * profile.st.expert_B
+        choice = select(profile, budget)
+        assert choice is not None
+        configs = space(profile, budget)
+        times = {cfg: run(cfg) for cfg in configs}
+        best = min(times, key=lambda c: (times[c], profile.arena_B(c)))
+        out.append(SweepCase(n_exp, choice.config, choice.ttft_ns / 1e9, run(choice.config), best, times[best],
+                             len(configs)))
+    return out

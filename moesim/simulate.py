@@ -21,7 +21,7 @@ from moesim.results import PrefillResult
 from moesim.spec.catalog import load_model
 from moesim.spec.device import MobileNPUProfile
 from moesim.spec.model import ModelSpec
-from moesim.spec.profiles import AnyProfile, load_profile, profile_hash
+from moesim.spec.profiles import AnyProfile, load_profile_of, profile_hash
 from moesim.spec.run import EStreamPolicy, PrefillRun
 from moesim.traces.model import RoutingTrace
 from moesim.traces.sources import prompt_routing
@@ -33,11 +33,7 @@ __all__ = ["simulate_prefill", "simulate_routing", "mobile_profile", "routing_co
 
 
 def mobile_profile(device: str | AnyProfile) -> MobileNPUProfile:
-    profile = load_profile(device) if isinstance(device, str) else device
-    if not isinstance(profile, MobileNPUProfile):
-        raise InputError("device", f"must be a mobile-npu profile for prefill, {profile.name} is {profile.kind}",
-                         profile.name)
-    return profile
+    return load_profile_of(device, MobileNPUProfile, "prefill")
 
 
 def routing_counts(experts: np.ndarray, n_exp: int) -> np.ndarray:

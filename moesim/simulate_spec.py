@@ -29,7 +29,7 @@ from moesim.policies.spec_tree import tree_shape
 from moesim.spec.catalog import load_model
 from moesim.spec.device import GPUServerProfile
 from moesim.spec.model import ModelSpec
-from moesim.spec.profiles import AnyProfile, load_profile, profile_hash
+from moesim.spec.profiles import AnyProfile, load_profile_of, profile_hash
 from moesim.spec.spec_run import AccuracyPredictor, LearnedPredictor, SpecDecodeRun
 from moesim.traces.model import DECODE, RoutingTrace
 from moesim.units import GiB
@@ -61,11 +61,7 @@ class SpecDecodeResult:
 
 
 def gpu_profile(device: str | AnyProfile) -> GPUServerProfile:
-    profile = load_profile(device) if isinstance(device, str) else device
-    if not isinstance(profile, GPUServerProfile):
-        raise InputError("device", f"must be a gpu-server profile for specdecode, {profile.name} is {profile.kind}",
-                         profile.name)
-    return profile
+    return load_profile_of(device, GPUServerProfile, "specdecode")
 
 
 @cache

@@ -10,7 +10,8 @@ import hashlib
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any
+import typing
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -19,7 +20,7 @@ from moesim.spec.device import DeviceProfile, GPUServerProfile, HostProfile, Mob
 from moesim.spec.loading import read_toml, validate_union
 from moesim.units import UNIT_SUFFIXES, unit_of
 
-__all__ = ["profile_dir", "profile_names", "load_profile", "list_profiles", "profile_hash",
+__all__ = ["profile_dir", "profile_names", "load_profile", "load_profile_of", "list_profiles", "profile_hash",
            "override_profile", "AnyProfile"]
 
 AnyProfile = MobileNPUProfile | GPUServerProfile | HostProfile
@@ -76,6 +77,19 @@ def load_profile(name_or_path: str | Path) -> AnyProfile:
         return _read(path)
     raise InputError("device", f"must be a bundled profile ({', '.join(profile_names())}) or a .toml file",
                      text)
+
+
+P = TypeVar("P", MobileNPUProfile, GPUServerProfile, HostProfile)
+
+
+def load_profile_of(device: str | Path | AnyProfile, kind: type[P], purpose: str) -> P:
+    """A profile (name, path or object) that must be of ``kind`` for ``purpose``."""
+    profile = device if isinstance(device, (MobileNPUProfile, GPUServerProfile, HostProfile)) else load_profile(device)
+    if not isinstance(profile, kind):
+        wanted = typing.get_args(kind.model_fields["kind"].annotation)[0]  # the Literal's value
+        raise InputError("device", f"must be a {wanted} profile for {purpose}, {profile.name} is {profile.kind}",
+                         profile.name)
+    return profile
 
 
 def list_profiles() -> list[AnyProfile]:

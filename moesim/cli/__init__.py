@@ -16,6 +16,7 @@ from moesim.cli.autoconfig_cmd import autoconfig
 from moesim.cli.catalog_cmd import devices, models
 from moesim.cli.prefill_cmd import prefill
 from moesim.cli.specdecode_cmd import specdecode
+from moesim.cli.sweep_cmd import plot, sweep
 from moesim.cli.validate_cmd import calibrate, validate
 from moesim.errors import MoesimError
 
@@ -37,6 +38,8 @@ cli.add_command(devices)
 cli.add_command(prefill)
 cli.add_command(autoconfig)
 cli.add_command(specdecode)
+cli.add_command(sweep)
+cli.add_command(plot)
 cli.add_command(validate)
 cli.add_command(calibrate)
 

@@ -1,0 +1,131 @@
+"""``moesim sweep`` (run a grid of simulations into Parquet) and ``moesim plot`` (plot the results)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import pandas as pd
+
+from moesim.cli.output import emit_json, emit_table, fmt_num
+from moesim.errors import InputError
+
+__all__ = ["sweep", "plot", "summary_rows"]
+
+_SHOWN = ("ttft_s", "peak_memory_gib", "tokens_per_s")
+_MAX_TABLE_ROWS = 40
+
+
+def summary_rows(frame: pd.DataFrame, inputs: list[str]) -> tuple[list[str], list[list[Any]]]:
+    """The varying inputs, a few key metrics and the status of every point."""
+    varying = [c for c in inputs if frame[c].astype(str).nunique() > 1]
+    metrics = [m for m in _SHOWN if m in frame.columns]
+    rows = []
+    for _, r in frame.iterrows():
+        cells: list[Any] = [r[c] for c in varying]
+        cells += [fmt_num(float(r[m]), 4) if pd.notna(r[m]) else "-" for m in metrics]
+        cells.append("ok" if r["status"] == "ok" else "error: " + _short(str(r["error"])))
+        rows.append(cells)
+    return varying + metrics + ["status"], rows
+
+
+def _short(message: str) -> str:
+    """The rule of an error message without its explanation: ``memory_budget_GiB must be >= 3.9 GiB``."""
+    for cut in (" (", " for ", ", got"):
+        message = message.split(cut)[0]
+    return message[:70]
+
+
+@click.command()
+@click.argument("grid_file", metavar="GRID.toml", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False), help="Results (.parquet).")
+@click.option("--workers", type=click.IntRange(min=1), help="Local worker processes (1 = this process; "
+              "default: the CPU count, at most 8).")
+@click.option("--scheduler", metavar="ADDRESS", help="Run on a dask.distributed cluster, e.g. tcp://host:8786.")
+@click.option("--resume", is_flag=True, help="Keep the points an interrupted sweep finished; run the rest.")
+@click.option("--quiet", is_flag=True, help="No progress bar and no table, only the one-line summary.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary (no progress bar).")
+def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, resume: bool, quiet: bool,
+          as_json: bool) -> None:
+    """Run every point of a grid of prefill or specdecode runs into a Parquet table."""
+    from moesim.sweep import load_grid, run_sweep
+    from moesim.sweep.runner import SweepStopped
+    from moesim.sweep.store import parts_dir
+
+    if not out.endswith(".parquet"):
+        raise InputError("-o", "must end in .parquet", out)
+    if workers is not None and scheduler is not None:
+        raise InputError("--workers", "does not apply with --scheduler (the cluster has its workers)", workers)
+    grid = load_grid(grid_file)
+    try:
+        report = run_sweep(grid, out, workers=workers, scheduler=scheduler, resume=resume,
+                           progress=None if not (quiet or as_json) else False)
+    except KeyboardInterrupt:
+        raise SweepStopped(f"interrupted: the finished points are kept in {parts_dir(out)}; rerun with --resume "
+                           "to run the others") from None
+    frame = report.frame
+    ok = int((frame["status"] == "ok").sum())
+    if as_json:
+        emit_json({"points": len(frame), "ok": ok, "errors": len(frame) - ok, "resumed": report.resumed,
+                   "ran": report.ran, "wall_s": report.wall_s, "points_per_s": report.points_per_s,
+                   "executor": report.executor, "output": out})
+        return
+    if not quiet and len(frame) <= _MAX_TABLE_ROWS:
+        headers, rows = summary_rows(frame, grid.columns)
+        emit_table(headers, rows)
+    elif not quiet:
+        for metric in _SHOWN:
+            if metric in frame.columns:
+                s = frame[metric].dropna()
+                click.echo(f"{metric}: min {fmt_num(float(s.min()), 4)}, median {fmt_num(float(s.median()), 4)}, "
+                           f"max {fmt_num(float(s.max()), 4)}")
+    resumed = f", {report.resumed} from an earlier run" if report.resumed else ""
+    click.echo(f"{len(frame)} points ({ok} ok, {len(frame) - ok} error{resumed}); ran {report.ran} in "
+               f"{report.wall_s:.1f} s ({report.points_per_s:.1f} points/s) on {report.executor} -> {out}")
+
+
+def _where(items: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError("--where", "must be COLUMN=VALUE", item)
+        out[key] = value
+    return out
+
+
+@click.command()
+@click.argument("results", metavar="RESULTS.parquet", type=click.Path(dir_okay=False))
+@click.option("--kind", type=click.Choice(["line", "tradeoff"]), default="line", show_default=True,
+              help="tradeoff: TTFT against peak memory (the defaults of --x and --y).")
+@click.option("--x", "x", help="Column on the x axis (line: required; tradeoff: peak_memory_gib).")
+@click.option("--y", "y", help="Column on the y axis (default ttft_s).")
+@click.option("--hue", help="One line (or colour) per value of this column.")
+@click.option("--where", multiple=True, metavar="COLUMN=VALUE", help="Keep only these rows (repeatable).")
+@click.option("--title", help="Plot title.")
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False), help=".png, .svg or .pdf")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plot(results: str, kind: str, x: str | None, y: str | None, hue: str | None, where: tuple[str, ...],
+         title: str | None, out: str, as_json: bool) -> None:
+    """Plot sweep results: a metric against an input, or the latency-memory trade-off."""
+    from moesim.report.plot import plot_results, select_rows
+
+    if not Path(results).is_file():
+        raise InputError("RESULTS", "must name an existing Parquet file", results)
+    try:
+        frame = pd.read_parquet(results)
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise InputError("RESULTS", f"must be a Parquet file written by moesim sweep ({type(exc).__name__})",
+                         results) from None
+    frame = select_rows(frame, _where(where)) if where else frame
+    if kind == "tradeoff":
+        x, y = x or "peak_memory_gib", y or "ttft_s"
+    elif x is None:
+        raise InputError("--x", "is required for a line plot", show_value=False)
+    path = plot_results(frame, out, x=x, y=y or "ttft_s", hue=hue, kind="tradeoff" if kind == "tradeoff" else "line",
+                        title=title)
+    if as_json:
+        emit_json({"path": str(path), "rows": len(frame)})
+        return
+    click.echo(f"wrote {path} ({len(frame)} rows)")

@@ -1,0 +1,76 @@
+"""Plots of sweep results (matplotlib imported only when a plot is asked for)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from moesim.errors import InputError
+
+__all__ = ["plot_results", "select_rows"]
+
+PlotKind = Literal["line", "tradeoff"]
+_FORMATS = (".png", ".svg", ".pdf")
+
+
+def select_rows(frame: pd.DataFrame, where: dict[str, str]) -> pd.DataFrame:
+    """Rows whose column equals the value (compared as text, so ``tokens=512`` works)."""
+    for column, value in where.items():
+        if column not in frame.columns:
+            raise InputError("--where", f"must name a column of the results ({column!r} is not one)", column)
+        frame = frame[frame[column].astype(str) == value]
+    if frame.empty:
+        raise InputError("--where", "selects no rows", where)
+    return frame
+
+
+def _column(frame: pd.DataFrame, name: str, option: str) -> None:
+    if name not in frame.columns:
+        near = ", ".join(c for c in frame.columns if "." not in c)
+        raise InputError(option, f"must name a column of the results (for example {near})", name)
+
+
+def plot_results(frame: pd.DataFrame, path: str | Path, *, x: str, y: str, hue: str | None = None,
+                 kind: PlotKind = "line", title: str | None = None) -> Path:
+    """A line plot of ``y`` against ``x`` (one line per ``hue`` value), or for ``kind="tradeoff"``
+    a scatter of latency against peak memory; written to PNG, SVG or PDF by its suffix."""
+    out = Path(path)
+    if out.suffix.lower() not in _FORMATS:
+        raise InputError("-o", "must end in .png, .svg or .pdf", str(path))
+    for name, option in ((x, "--x"), (y, "--y")) + (((hue, "--hue"),) if hue else ()):
+        _column(frame, name, option)
+    if "status" in frame.columns:
+        frame = frame[frame["status"] == "ok"]
+    if frame.empty:
+        raise InputError("results", "have no successful point to plot", show_value=False)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("plot", "needs matplotlib: pip install 'moesim[plot]'", str(path)) from None
+    groups: list[tuple[Any, pd.DataFrame]] = list(frame.groupby(hue, sort=True)) if hue else [(None, frame)]
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    for value, group in groups:
+        label = f"{hue}={value}" if hue else None
+        group = group.sort_values(x)
+        if kind == "tradeoff":
+            ax.scatter(group[x], group[y], s=18, label=label)
+        else:
+            ax.plot(group[x], group[y], marker="o", ms=3, lw=1.2, label=label)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    if hue:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
+    fig.savefig(tmp, metadata={"Software": None} if out.suffix.lower() == ".png" else None)
+    plt.close(fig)
+    tmp.replace(out)
+    return out

@@ -1,0 +1,216 @@
+"""Grid files: ``[fixed]`` parameters and ``[axes]`` lists, validated, expanded into points.
+
+A grid is the cartesian product of its axes, in the order they appear in the file (the
+last axis varies fastest). Parameter names are those of the workload's run
+(:class:`moesim.spec.run.PrefillRun`, :class:`moesim.spec.spec_run.SpecDecodeRun`); a
+dotted name (``ufs.effective_read_bw_GBps``) overrides one number of the device profile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, create_model
+
+from moesim.errors import InputError
+from moesim.spec.catalog import load_model
+from moesim.spec.loading import read_toml, validate_data
+from moesim.spec.profiles import load_profile
+from moesim.spec.run import Prefetch
+from moesim.spec.spec_run import Selector
+
+__all__ = ["WORKLOADS", "PrefillParams", "SpecDecodeParams", "Point", "Grid", "parse_grid", "load_grid"]
+
+PrefillPolicyName = Literal["estream", "resident", "naive", "layer-b2", "cpu", "mmap"]
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PrefillParams(_Params):
+    """What a prefill grid may fix or sweep (defaults are those of ``moesim prefill``)."""
+
+    model: str = "olmoe-1b-7b"
+    device: str = "sd8-elite-gen5"
+    tokens: PositiveInt = 1024
+    policy: PrefillPolicyName = "estream"
+    group_size: PositiveInt | None = Field(None, description="estream, naive")
+    banks: Annotated[int, Field(ge=2)] | None = Field(None, description="estream")
+    queue_depth: PositiveInt | None = Field(None, description="estream, layer-b2")
+    prefetch: Prefetch | None = Field(None, description="estream")
+    ubatch_tokens: PositiveInt | None = Field(None, description="cpu, mmap")
+    memory_budget_GiB: PositiveFloat | None = None
+    trace: str | None = None
+    seed: int = 0
+
+
+class SpecDecodeParams(_Params):
+    """What a speculative-decoding grid may fix or sweep (defaults of ``moesim specdecode``)."""
+
+    model: str = "gpt-oss-120b"
+    device: str = "h200x8-hf"
+    trace: str | None = None
+    selector: Selector = "confidence"
+    gamma: Annotated[int, Field(ge=1, le=64)] = 4
+    epsilon: PositiveFloat = 1.0
+    predictor: str = Field("oracle", description="oracle, learned[:FOLDS], accuracy:P")
+    routing: str = Field("mixture", description="mixture[:SHARE], nearby[:WINDOW], request, trace, same-position")
+    depth: Annotated[int, Field(ge=1, le=8)] = 3
+    width: Annotated[int, Field(ge=1, le=8)] = 2
+    t_draft_ms: NonNegativeFloat | None = None
+    t_pred_ms: NonNegativeFloat | None = None
+    passes: Annotated[int, Field(ge=1, le=100)] = 8
+    seed: Annotated[int, Field(ge=0)] = 0
+
+
+WORKLOADS: dict[str, type[_Params]] = {"prefill": PrefillParams, "specdecode": SpecDecodeParams}
+
+
+def _axes_model(params: type[_Params]) -> type[BaseModel]:
+    """A model whose fields are non-empty lists of the parameter types (constraints kept)."""
+    fields: dict[str, Any] = {}
+    for name, info in params.model_fields.items():
+        item = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+        fields[name] = (list[item] | None, None)  # type: ignore[valid-type]
+    return create_model(f"{params.__name__}Axes", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+_AXES = {name: _axes_model(p) for name, p in WORKLOADS.items()}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of the sweep: its position, a stable id and the parameters the grid gives."""
+
+    index: int
+    id: str
+    params: dict[str, Any]
+
+    def task(self, workload: str) -> dict[str, Any]:
+        """Plain picklable data for a worker."""
+        return {"workload": workload, "index": self.index, "id": self.id, "params": dict(self.params)}
+
+
+@dataclass(frozen=True)
+class Grid:
+    workload: str
+    source: str
+    fixed: dict[str, Any]
+    axes: dict[str, list[Any]]
+    points: tuple[Point, ...]
+    hash: str
+
+    @property
+    def columns(self) -> list[str]:
+        """Input columns of the results, in grid order."""
+        return list(self.fixed) + list(self.axes)
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _split(section: str, table: Any, source: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(plain parameters, dotted device overrides) of one section."""
+    if not isinstance(table, dict):
+        raise InputError(section, "must be a table", table, source=source)
+    flat = _flatten(table)
+    plain = {k: v for k, v in flat.items() if "." not in k}
+    overrides = {k: v for k, v in flat.items() if "." in k}
+    for key, value in overrides.items():
+        values = value if section == "axes" and isinstance(value, list) else [value]
+        for i, item in enumerate(values):
+            if not _number(item):
+                where = f"{section}.{key}" + (f"[{i}]" if section == "axes" else "")
+                raise InputError(where, "must be a number (a device profile override)", item, source=source)
+    return plain, overrides
+
+
+def _point_id(params: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def parse_grid(data: dict[str, Any], source: str = "grid") -> Grid:
+    """Validate grid data (a parsed TOML document) and expand it into points."""
+    unknown = sorted(set(data) - {"fixed", "axes"})
+    if unknown:
+        raise InputError(unknown[0], "is not a known table (use [fixed] and [axes])", show_value=False, source=source)
+    fixed, fixed_over = _split("fixed", data.get("fixed", {}), source)
+    axes, axes_over = _split("axes", data.get("axes", {}), source)
+    workload = fixed.pop("workload", None)
+    if workload is None:
+        raise InputError("fixed.workload", "is required (\"prefill\" or \"specdecode\")", show_value=False,
+                         source=source)
+    if workload not in WORKLOADS:
+        raise InputError("fixed.workload", "must be \"prefill\" or \"specdecode\"", workload, source=source)
+    for name, values in {**axes, **axes_over}.items():
+        if not isinstance(values, list):
+            raise InputError(f"axes.{name}", "must be a list of values", values, source=source)
+        if not values:
+            raise InputError(f"axes.{name}", "must be a non-empty list", values, source=source)
+    both = sorted((set(fixed) | set(fixed_over)) & (set(axes) | set(axes_over)))
+    if both:
+        raise InputError(both[0], "is both in [fixed] and in [axes]", show_value=False, source=source)
+    params_model = WORKLOADS[workload]
+    validate_data(create_model("Grid", __config__=ConfigDict(extra="forbid"), fixed=(params_model, ...),
+                               axes=(_AXES[workload], ...)), {"fixed": fixed, "axes": axes}, source=source)
+    all_fixed = {**fixed, **fixed_over}
+    all_axes: dict[str, list[Any]] = _flatten(data.get("axes", {}))
+    _check_names(workload, all_fixed, all_axes, source)
+    names = list(all_axes)
+    points = []
+    for index, combo in enumerate(itertools.product(*all_axes.values())):
+        params = {**all_fixed, **dict(zip(names, combo))}
+        points.append(Point(index, _point_id({"workload": workload, **params}), params))
+    digest = json.dumps({"workload": workload, "points": [p.params for p in points]}, sort_keys=True)
+    return Grid(workload, source, all_fixed, all_axes, tuple(points),
+                hashlib.sha256(digest.encode()).hexdigest()[:16])
+
+
+def _values(name: str, fixed: dict[str, Any], axes: dict[str, list[Any]], default: Any) -> list[Any]:
+    if name in axes:
+        return list(axes[name])
+    return [fixed.get(name, default)]
+
+
+def _check_names(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
+    """Models and devices must exist and overrides must name profile fields (fail before running)."""
+    defaults = WORKLOADS[workload].model_fields
+    for i, model in enumerate(_values("model", fixed, axes, defaults["model"].default)):
+        try:
+            load_model(model)
+        except InputError as exc:
+            where = f"axes.model[{i}]" if "model" in axes else "fixed.model"
+            raise InputError(where, f"is not a known model ({exc})", model, source=source) from None
+    overrides = [k for k in [*fixed, *axes] if "." in k]
+    for device in _values("device", fixed, axes, defaults["device"].default):
+        try:
+            profile = load_profile(device)
+        except InputError as exc:
+            raise InputError("device", f"is not a known device ({exc})", device, source=source) from None
+        data = profile.model_dump()
+        for key in overrides:
+            section, _, field = key.partition(".")
+            if not isinstance(data.get(section), dict) or field not in data[section]:
+                raise InputError(key, f"is not a field of the {device} profile", show_value=False, source=source)
+
+
+def load_grid(path: str | Path) -> Grid:
+    """Read and validate a grid TOML file."""
+    return parse_grid(read_toml(Path(path)), source=str(path))

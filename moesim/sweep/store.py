@@ -1,0 +1,112 @@
+"""Durable sweep results: one JSON part per finished point in ``<out>.parts/``, then one Parquet.
+
+Every part is written to a temporary file and renamed into place, so a sweep killed at any
+moment leaves only whole parts; ``--resume`` runs the points that have none. The folder's
+``manifest.json`` holds the grid hash: a resume with a changed grid is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from moesim.errors import InputError
+from moesim.results import write_json_atomic
+from moesim.sweep.grid import Grid
+
+__all__ = ["PartStore", "parts_dir", "WALL_CLOCK_COLUMNS", "consolidate"]
+
+#: columns that measure the host's wall clock: everything else is a function of the inputs
+WALL_CLOCK_COLUMNS = ("point.wall_s", "sim.wall_s", "sim.steps_per_wall_s", "config.selection_ms")
+_MANIFEST = "manifest.json"
+
+
+def parts_dir(out: str | Path) -> Path:
+    out = Path(out)
+    return out.with_name(out.name + ".parts")
+
+
+def _clean(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+class PartStore:
+    """The part folder of one output file and one grid."""
+
+    def __init__(self, out: str | Path, grid: Grid) -> None:
+        self.out = Path(out)
+        self.dir = parts_dir(out)
+        self.grid = grid
+
+    def open(self, resume: bool) -> set[int]:
+        """Create (or, with ``resume``, reopen) the folder; return the indices already done."""
+        manifest = self.dir / _MANIFEST
+        if self.dir.exists() and not resume:
+            raise InputError("--resume", f"is needed: {self.dir} holds parts of an unfinished sweep "
+                             "(resume it, or delete the folder to start again)", show_value=False)
+        if resume and manifest.exists():
+            stored = json.loads(manifest.read_text())
+            if stored.get("grid_hash") != self.grid.hash:
+                raise InputError("--resume", f"refused: the grid changed since the interrupted sweep (grid hash "
+                                 f"{self.grid.hash}, the parts in {self.dir} are of {stored.get('grid_hash')}); "
+                                 "rerun without --resume after deleting the folder", show_value=False)
+        else:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            write_json_atomic({"grid_hash": self.grid.hash, "grid": self.grid.source, "workload": self.grid.workload,
+                               "points": len(self.grid.points)}, manifest)
+        return self.done()
+
+    def _part(self, index: int) -> Path:
+        return self.dir / f"part-{index:07d}.json"
+
+    def done(self) -> set[int]:
+        out = set()
+        for path in self.dir.glob("part-*.json"):
+            out.add(int(path.stem.removeprefix("part-")))
+        return out
+
+    def write(self, row: dict[str, Any]) -> None:
+        """Append one finished point durably (fsync, then an atomic rename)."""
+        path = self._part(int(row["point.index"]))
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.dir)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump({k: _clean(v) for k, v in row.items()}, fh, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+    def rows(self) -> list[dict[str, Any]]:
+        rows = [json.loads(p.read_text()) for p in sorted(self.dir.glob("part-*.json"))]
+        return sorted(rows, key=lambda r: int(r["point.index"]))
+
+    def finish(self) -> pd.DataFrame:
+        """Consolidate every part into ``out`` (sorted by point index), then remove the parts."""
+        rows = self.rows()
+        indices = [int(r["point.index"]) for r in rows]
+        assert indices == list(range(len(self.grid.points))), "consolidating an incomplete sweep"
+        frame = consolidate(rows, self.grid)
+        tmp = self.out.with_name(f".{self.out.name}.tmp")
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, self.out)
+        shutil.rmtree(self.dir)
+        return frame
+
+
+def consolidate(rows: list[dict[str, Any]], grid: Grid) -> pd.DataFrame:
+    """Rows -> DataFrame: inputs in grid order, point columns, status, then metrics by name."""
+    first = grid.columns + ["workload", "point.index", "point.id", "status", "error"]
+    rest = sorted({k for r in rows for k in r} - set(first))
+    frame = pd.DataFrame.from_records(rows, columns=first + rest)
+    frame["grid.hash"] = grid.hash
+    return frame

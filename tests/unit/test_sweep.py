@@ -1,0 +1,190 @@
+"""Sweeps: grid validation, identical results on every executor, resume after a stop or a kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from moesim.cli import cli
+from moesim.cli.sweep_cmd import plot, sweep
+from moesim.sweep import WALL_CLOCK_COLUMNS, load_grid, parse_grid, run_sweep
+from moesim.sweep.runner import SweepStopped
+from moesim.sweep.store import parts_dir
+
+REPO = Path(__file__).resolve().parents[2]
+
+GRID = """
+[fixed]
+workload = "prefill"
+device = "sd8-elite-gen5"
+
+[axes]
+model = ["flame-moe-290m", "olmoe-1b-7b"]
+tokens = [64, 128]
+policy = ["estream", "resident"]
+ufs.effective_read_bw_GBps = [3.0, 4.3]
+"""
+
+
+def test_commands_are_registered() -> None:
+    assert cli.commands["sweep"] is sweep and cli.commands["plot"] is plot
+
+
+@pytest.fixture
+def grid_file(tmp_path: Path) -> Callable[..., Path]:
+    def write(text: str = GRID, name: str = "grid.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return write
+
+
+def _content(path: Path) -> pd.DataFrame:
+    return pd.read_parquet(path).drop(columns=[c for c in WALL_CLOCK_COLUMNS if c in pd.read_parquet(path)])
+
+
+def test_grid_expands_in_file_order(grid_file: Callable[..., Path]) -> None:
+    grid = load_grid(grid_file())
+    assert len(grid.points) == 16
+    assert grid.columns == ["device", "model", "tokens", "policy", "ufs.effective_read_bw_GBps"]
+    assert grid.points[0].params == {"device": "sd8-elite-gen5", "model": "flame-moe-290m", "tokens": 64,
+                                     "policy": "estream", "ufs.effective_read_bw_GBps": 3.0}
+    assert grid.points[1].params["ufs.effective_read_bw_GBps"] == 4.3   # the last axis varies fastest
+    assert len({p.id for p in grid.points}) == 16
+    assert load_grid(grid_file(GRID + "\n# a comment\n", "same.toml")).hash == grid.hash
+
+
+@pytest.mark.parametrize("change, message", [
+    (("tokens = [64, 128]", "token = [64, 128]"), "axes.token is not a known field"),
+    (("tokens = [64, 128]", "tokens = []"), "axes.tokens must be a non-empty list"),
+    (("tokens = [64, 128]", "tokens = [64, \"many\"]"), "axes.tokens[1] must be a valid integer"),
+    (("tokens = [64, 128]", "tokens = 64"), "axes.tokens must be a list of values"),
+    (("workload = \"prefill\"", "workload = \"decode\""), "fixed.workload must be \"prefill\" or \"specdecode\""),
+    (("workload = \"prefill\"", ""), "fixed.workload is required"),
+    (("ufs.effective_read_bw_GBps", "ufs.read_bandwidth"), "ufs.read_bandwidth is not a field of the "),
+    (("ufs.effective_read_bw_GBps = [3.0, 4.3]", "ufs.effective_read_bw_GBps = [3.0, \"x\"]"),
+     "axes.ufs.effective_read_bw_GBps[1] must be a number"),
+    (("\"olmoe-1b-7b\"", "\"olmoe-9\""), "axes.model[1] is not a known model"),
+    (("device = \"sd8-elite-gen5\"", "device = \"sd8-elite-gen5\"\ntokens = 32"), "tokens is both in [fixed] and"),
+])
+def test_bad_grid_is_one_line_error(grid_file: Callable[..., Path], run_cli: Callable[..., object],
+                                    tmp_path: Path, change: tuple[str, str], message: str) -> None:
+    path = grid_file(GRID.replace(*change))
+    res = run_cli("sweep", str(path), "-o", str(tmp_path / "r.parquet"), "--quiet")
+    assert res.code == 2  # type: ignore[attr-defined]
+    assert message in res.err and res.err.count("\n") == 1, res.err  # type: ignore[attr-defined]
+
+
+def test_local_pool_serial_and_dask_give_identical_tables(grid_file: Callable[..., Path], tmp_path: Path) -> None:
+    from dask.distributed import Client, LocalCluster
+
+    grid = load_grid(grid_file())
+    run_sweep(grid, tmp_path / "serial.parquet", workers=1)
+    run_sweep(grid, tmp_path / "pool.parquet", workers=2)
+    cluster = LocalCluster(n_workers=1, threads_per_worker=2, processes=False,  # type: ignore[no-untyped-call]
+                           dashboard_address=None)
+    with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
+        run_sweep(grid, tmp_path / "dask.parquet", scheduler=client)
+    serial = _content(tmp_path / "serial.parquet")
+    assert list(serial["point.index"]) == list(range(16)) and (serial["status"] == "ok").all()
+    assert {"ttft_s", "memory_gib.arena", "config.group_size", "provenance.profile_hash", "trace.source",
+            "grid.hash"} <= set(serial.columns)
+    pd.testing.assert_frame_equal(serial, _content(tmp_path / "pool.parquet"))
+    pd.testing.assert_frame_equal(serial, _content(tmp_path / "dask.parquet"))
+    # the override really changes the profile, and so the streamed prefill's TTFT
+    slow, fast = serial.iloc[0], serial.iloc[1]
+    assert slow["provenance.profile_hash"] != fast["provenance.profile_hash"]
+    assert slow["ttft_s"] >= fast["ttft_s"]
+
+
+def test_stopped_sweep_resumes_to_the_same_rows(grid_file: Callable[..., Path], tmp_path: Path,
+                                                run_cli: Callable[..., object]) -> None:
+    grid = load_grid(grid_file())
+    run_sweep(grid, tmp_path / "whole.parquet", workers=1)
+    out = tmp_path / "cut.parquet"
+    with pytest.raises(SweepStopped):
+        run_sweep(grid, out, workers=2, stop_after=5)
+    assert not out.exists() and len(list(parts_dir(out).glob("part-*.json"))) >= 5
+    refused = run_cli("sweep", str(grid_file()), "-o", str(out), "--quiet")
+    assert refused.code == 2 and "--resume is needed" in refused.err  # type: ignore[attr-defined]
+    res = run_cli("sweep", str(grid_file()), "-o", str(out), "--resume", "--workers", "2")
+    assert res.code == 0 and "from an earlier run" in res.out, res.err  # type: ignore[attr-defined]
+    pd.testing.assert_frame_equal(_content(tmp_path / "whole.parquet"), _content(out))
+    assert not parts_dir(out).exists()
+
+
+def test_resume_refuses_a_changed_grid(grid_file: Callable[..., Path], tmp_path: Path,
+                                       run_cli: Callable[..., object]) -> None:
+    out = tmp_path / "r.parquet"
+    with pytest.raises(SweepStopped):
+        run_sweep(load_grid(grid_file()), out, workers=1, stop_after=2)
+    changed = grid_file(GRID.replace("tokens = [64, 128]", "tokens = [64, 256]"), "changed.toml")
+    res = run_cli("sweep", str(changed), "-o", str(out), "--resume")
+    assert res.code == 2 and "the grid changed since the interrupted sweep" in res.err  # type: ignore[attr-defined]
+
+
+def test_killed_sweep_resumes_without_loss_or_duplicates(grid_file: Callable[..., Path], tmp_path: Path) -> None:
+    path = grid_file(GRID.replace("tokens = [64, 128]", "tokens = [64, 128, 192]"))
+    out = tmp_path / "killed.parquet"
+    code = ("import sys; from moesim.cli.sweep_cmd import sweep; "
+            "sweep(sys.argv[1:], standalone_mode=True)")
+    args = [sys.executable, "-c", code, str(path), "-o", str(out), "--workers", "2", "--quiet"]
+    proc = subprocess.Popen(args, env={**os.environ, "PYTHONPATH": str(REPO)})
+    deadline = time.monotonic() + 60
+    while len(list(parts_dir(out).glob("part-*.json"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = len(list(parts_dir(out).glob("part-*.json")))
+    assert 3 <= done < 24, "the sweep finished before it could be killed"
+    report = run_sweep(load_grid(path), out, workers=2, resume=True)
+    assert report.resumed == done and report.ran == 24 - done
+    whole = tmp_path / "whole.parquet"
+    run_sweep(load_grid(path), whole, workers=2)
+    pd.testing.assert_frame_equal(_content(whole), _content(out))
+
+
+def test_impossible_points_are_rows_with_the_reason(tmp_path: Path) -> None:
+    grid = parse_grid({"fixed": {"workload": "prefill", "model": "olmoe-1b-7b", "tokens": 64},
+                       "axes": {"memory_budget_GiB": [0.1, 4.0], "policy": ["estream", "resident"]}})
+    frame = run_sweep(grid, tmp_path / "b.parquet", workers=1).frame
+    assert list(frame["status"]) == ["error", "error", "ok", "ok"]
+    assert "memory_budget_GiB must be >= " in frame["error"][0]
+    assert frame["ttft_s"].isna().tolist() == [True, True, False, False]
+
+
+def test_specdecode_grid(tmp_path: Path) -> None:
+    grid = parse_grid({"fixed": {"workload": "specdecode", "model": "gpt-oss-20b", "passes": 1},
+                       "axes": {"selector": ["confidence", "ecospec"]}})
+    frame = run_sweep(grid, tmp_path / "s.parquet", workers=1).frame
+    assert (frame["status"] == "ok").all(), frame["error"].tolist()
+    assert {"tokens_per_s", "ar.tokens_per_s", "config.selector", "per_layer_active_experts"} <= set(frame.columns)
+    assert list(frame["config.selector"]) == ["confidence", "ecospec"]
+
+
+def test_plots(grid_file: Callable[..., Path], tmp_path: Path, run_cli: Callable[..., object]) -> None:
+    out = tmp_path / "r.parquet"
+    assert run_cli("sweep", str(grid_file()), "-o", str(out), "--workers", "1").code == 0  # type: ignore[attr-defined]
+    png, svg = tmp_path / "line.png", tmp_path / "trade.svg"
+    res = run_cli("plot", str(out), "--x", "tokens", "--y", "ttft_s", "--hue", "policy",
+                  "--where", "model=olmoe-1b-7b", "--where", "ufs.effective_read_bw_GBps=3.0", "-o", str(png))
+    assert res.code == 0, res.err  # type: ignore[attr-defined]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    res = run_cli("plot", str(out), "--kind", "tradeoff", "--hue", "model", "-o", str(svg))
+    assert res.code == 0 and b"<svg" in svg.read_bytes()[:500], res.err  # type: ignore[attr-defined]
+    bad = run_cli("plot", str(out), "--x", "tokenz", "-o", str(png))
+    assert bad.code == 2 and "--x must name a column" in bad.err  # type: ignore[attr-defined]
+
+
+def test_docs_example_grid_is_valid() -> None:
+    grid = load_grid(REPO / "docs" / "examples" / "sweep-2gib.toml")
+    assert grid.workload == "prefill" and len(grid.points) > 1

@@ -126,7 +126,7 @@ def render_host_profile(fit: HostFit, source: str, filesystem: str, device: str)
         f"read_latency_us = {fit.read_latency_us:.3f}", f"effective_read_bw_GBps = {fit.read_bw_GBps:.4f}",
         "queue_slots_count = 8", "default_queue_depth_count = 2", "", "[storage.provenance]",
         f'read_latency_us = "{note % format(fit.residuals["read"], ".1%")}"',
-        'effective_read_bw_GBps = "measured: median bandwidth of whole-layer reads of a packed file by the '
+        'effective_read_bw_GBps = "measured: aggregate bandwidth of whole-layer reads of a packed file through the '
         'executor\'s own I/O path (stream_probe.csv, moesim.calibrate.host.probe_stream_bw)"',
         'queue_slots_count = "assumed: the executor runs at most 8 reader threads"',
         'default_queue_depth_count = "assumed: the same default as the phone (Q = 2)"', "",
@@ -143,23 +143,39 @@ def render_host_profile(fit: HostFit, source: str, filesystem: str, device: str)
 def probe_stream_bw(workdir: Path, layers: int = 4, experts: int = 64, hidden: int = 2048, inter: int = 1024,
                     repeats: int = 3) -> tuple[float, pd.DataFrame]:
     """Effective read bandwidth of the executor's own I/O path: whole-layer groups of a packed
-    file streamed with almost no compute (1 token), median bytes/ns over every read of every
-    repeat. The virtual disks of these machines read a recently used file faster than the
+    file streamed with almost no compute (1 token, Q = 2); bytes over the time at least one read
+    is in flight, median over repeats. The virtual disks of these machines read a recently used file faster than the
     micro-benchmark's cold file, so the executor's data path is measured in situ."""
     from moesim.native.cpu import ExecutorConfig, ExpertShape, pack_experts, run_executor
 
     packed = pack_experts(workdir / f"pack-{layers}x{experts}-{hidden}x{inter}.bin",
                           ExpertShape(layers, experts, hidden, inter))
     routing = np.arange(layers, dtype=np.int16).reshape(1, layers, 1) % experts
-    reads = []
-    for _ in range(repeats):
+    reads, rates = [], []
+    for rep in range(repeats):
         res = run_executor(packed, routing, ExecutorConfig(experts, 2, 2, "non-ffn",
                                                            nonffn_reps=0), workdir=workdir / "probe")
         iv = res.intervals
-        reads.append(iv[iv.kind == "read"])
-    table = pd.concat(reads, ignore_index=True)
-    bw = float(np.median(table.bytes / (table.end_ns - table.start_ns)))
-    return bw, table
+        r = iv[iv.kind == "read"].assign(repeat=rep)
+        reads.append(r)
+        rates.append(float(r.bytes.sum()) / _busy_ns(r.start_ns.tolist(), r.end_ns.tolist()))
+    return float(np.median(rates)), pd.concat(reads, ignore_index=True)
+
+
+def _busy_ns(starts: list[int], ends: list[int]) -> int:
+    """Length of the union of intervals: time with at least one read in flight (reads that
+    overlap share the disk, so bytes / union is the aggregate rate the data path delivers)."""
+    busy, cur_start, cur_end = 0, None, None
+    for a, b in sorted(zip(starts, ends)):
+        if cur_end is None or a > cur_end:
+            if cur_end is not None and cur_start is not None:
+                busy += cur_end - cur_start
+            cur_start, cur_end = a, b
+        else:
+            cur_end = max(cur_end, b)
+    if cur_end is not None and cur_start is not None:
+        busy += cur_end - cur_start
+    return max(busy, 1)
 
 
 def measure_and_fit(out_dir: Path, workdir: Path, quick: bool = False) -> tuple[HostFit, dict[str, Path], str, str]:

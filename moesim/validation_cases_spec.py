@@ -73,7 +73,19 @@ def specdecode_cases() -> list[Case]:
     cases.append(Case("specdecode/qwen3-235b-hbm-bytes-ecospec", 88.1,
                       f"{_SRC}: estimated verification HBM reads 88.1 GB per step at E = 20.5 (byte model only)",
                       0.05, "relative", lambda: _qwen_hbm_gb(20.5), fitted_to=False, unit="GB"))
+    cases.append(Case("specdecode/cpu-verify-linear-in-union", 0.0,
+                      "measured here: one MoE layer's verification time on this CPU (per-active-expert loop over "
+                      "the native Q4_0 kernel), t = a + b x union fitted on unions 8/16/24/32; value = MAPE on "
+                      "held-out unions 10/13/19/27/30 (moesim.calibrate.verify_cpu)", 0.0, "range",
+                      _cpu_verify_mape, fitted_to=False, unit="MAPE", low=0.0, high=0.10))
     return cases
+
+
+def _cpu_verify_mape() -> float:
+    from moesim.calibrate.verify_cpu import fit_and_check, measure_layer
+
+    table = measure_layer(2048, 1024, 64, 4, 8, [8, 10, 13, 16, 19, 24, 27, 30, 32], repeats=5)
+    return fit_and_check(table, [8, 16, 24, 32]).mape_held_out
 
 
 # ----- predictions without refitting (validation/fit_ecospec.py writes them) ----------------

@@ -358,3 +358,27 @@ def test_executor_medium_shape(build_dir: Path, tmp_path_factory: pytest.TempPat
     cfg = cpu.ExecutorConfig(group_size=4, banks=4, queue_depth=2, prefetch=prefetch, nonffn_dim=512)
     res = cpu.run_executor(pf, ids, cfg, timeout_s=300)
     check_timeline(res, ids, cfg, shape)
+
+
+# ----- verification cost vs union of experts (moesim.calibrate.verify_cpu) ------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from moesim.calibrate.verify_cpu import fit_and_check, measure_layer, routing_for_union  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 8), st.integers(1, 6), st.data())
+def test_routing_for_union_has_exactly_that_union(k, gamma, data) -> None:  # type: ignore[no-untyped-def]
+    experts = data.draw(st.integers(k, 64))
+    union = data.draw(st.integers(k, min(experts, gamma * k)))
+    rows = routing_for_union(experts, gamma, k, union, seed=data.draw(st.integers(0, 99)))
+    assert len(rows) == gamma and all(len(set(r)) == k for r in rows)
+    assert len({e for r in rows for e in r}) == union
+
+
+def test_verify_layer_measurement_and_fit() -> None:
+    table = measure_layer(256, 128, 16, 2, 4, [4, 6, 8], repeats=3)
+    assert list(table.union) == [4, 6, 8] and (table.time_us_median > 0).all()
+    fit = fit_and_check(table, [4, 8])
+    assert fit.per_expert_us > 0 and fit.mape_held_out >= 0

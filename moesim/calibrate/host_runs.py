@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from moesim.calibrate.host import executor_model, predict_executor
+from moesim.calibrate.host import _busy_ns, executor_model, predict_executor
+from moesim.spec.profiles import override_profile
 from moesim.spec.device import HostProfile
 from moesim.traces import bundled_trace_path, read_trace
 
@@ -67,7 +68,13 @@ def routing_for(case: ExecutorCase) -> np.ndarray:
     return out
 
 
-def predict_case(profile: HostProfile, case: ExecutorCase) -> tuple[float, float]:
+def predict_case(profile: HostProfile, case: ExecutorCase, read_GBps: float | None = None) -> tuple[float, float]:
+    """(makespan s, bubble share); ``read_GBps`` replaces the profile's disk rate with the one
+    a run actually saw (the pipeline model checked with the run's own I/O rate)."""
+    if read_GBps is not None:
+        changed = override_profile(profile, {"storage.effective_read_bw_GBps": read_GBps}, "the run's own read rate")
+        assert isinstance(changed, HostProfile)
+        profile = changed
     layers, experts, hidden, inter, k = case.shape
     return predict_executor(profile, executor_model(layers, experts, hidden, inter, k), routing_for(case),
                             case.group_size, case.banks, case.queue_depth, case.prefetch, nonffn_dim=hidden)
@@ -85,9 +92,14 @@ def measure_cases(workdir: Path, repeats: int = 3, out: Path = RUNS_CSV) -> pd.D
         cfg = ExecutorConfig(case.group_size, case.banks, case.queue_depth, case.prefetch)  # type: ignore[arg-type]
         runs = [run_executor(packed, routing_for(case), cfg, workdir=workdir / "runs") for _ in range(repeats)]
         spans = [r.makespan_s for r in runs]
+        rates = []
+        for r in runs:
+            reads = r.intervals[r.intervals.kind == "read"]
+            rates.append(float(reads.bytes.sum()) / _busy_ns(reads.start_ns.tolist(), reads.end_ns.tolist()))
         rows.append({"case": case.name, "makespan_s_median": statistics.median(spans), "makespan_s_min": min(spans),
                      "makespan_s_max": max(spans), "bubble_share_median": statistics.median(r.bubble_share for r in runs),
-                     "repeats": repeats, "direct_io": all(r.direct_io for r in runs), "filesystem": runs[0].filesystem})
+                     "repeats": repeats, "direct_io": all(r.direct_io for r in runs), "filesystem": runs[0].filesystem,
+                     "read_GBps_median": statistics.median(rates)})
     table = pd.DataFrame(rows)
     tmp = out.with_suffix(".csv.tmp")
     table.to_csv(tmp, index=False)

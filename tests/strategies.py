@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from moesim.spec.model import GQAttention, ModelSpec, MoEShape, WeightRecipe
@@ -41,3 +44,16 @@ def estream_configs(model: ModelSpec) -> st.SearchStrategy[dict[str, object]]:
         "queue_depth": st.integers(1, 4),
         "prefetch": st.sampled_from(["non-ffn", "after-routing", "on-demand"]),
     })
+
+
+#: shared hypothesis settings of the pipeline property tests (MOESIM_HYPOTHESIS_EXAMPLES for deep runs)
+PROPERTY_SETTINGS = settings(max_examples=int(os.environ.get("MOESIM_HYPOTHESIS_EXAMPLES", "40")), deadline=None,
+                             suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@st.composite
+def model_routings(draw: st.DrawFn) -> tuple[ModelSpec, np.ndarray]:
+    """A small model and a skewed routing of 1-96 tokens through it."""
+    model = draw(small_models())
+    tokens = draw(st.integers(1, 96))
+    return model, routings(model, tokens, draw(st.integers(0, 2**16)), draw(st.floats(0, 1)))

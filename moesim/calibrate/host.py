@@ -158,11 +158,11 @@ def probe_stream_bw(workdir: Path, layers: int = 4, experts: int = 64, hidden: i
         iv = res.intervals
         r = iv[iv.kind == "read"].assign(repeat=rep)
         reads.append(r)
-        rates.append(float(r.bytes.sum()) / _busy_ns(r.start_ns.tolist(), r.end_ns.tolist()))
+        rates.append(float(r.bytes.sum()) / busy_ns(r.start_ns.tolist(), r.end_ns.tolist()))
     return float(np.median(rates)), pd.concat(reads, ignore_index=True)
 
 
-def _busy_ns(starts: list[int], ends: list[int]) -> int:
+def busy_ns(starts: list[int], ends: list[int]) -> int:
     """Length of the union of intervals: time with at least one read in flight (reads that
     overlap share the disk, so bytes / union is the aggregate rate the data path delivers)."""
     busy, cur_start, cur_end = 0, None, None

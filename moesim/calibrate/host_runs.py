@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from moesim.calibrate.host import _busy_ns, executor_model, predict_executor
+from moesim.calibrate.host import busy_ns, executor_model, predict_executor
 from moesim.spec.profiles import override_profile
 from moesim.spec.device import HostProfile
 from moesim.traces import bundled_trace_path, read_trace
@@ -95,7 +95,7 @@ def measure_cases(workdir: Path, repeats: int = 3, out: Path = RUNS_CSV) -> pd.D
         rates = []
         for r in runs:
             reads = r.intervals[r.intervals.kind == "read"]
-            rates.append(float(reads.bytes.sum()) / _busy_ns(reads.start_ns.tolist(), reads.end_ns.tolist()))
+            rates.append(float(reads.bytes.sum()) / busy_ns(reads.start_ns.tolist(), reads.end_ns.tolist()))
         rows.append({"case": case.name, "makespan_s_median": statistics.median(spans), "makespan_s_min": min(spans),
                      "makespan_s_max": max(spans), "bubble_share_median": statistics.median(r.bubble_share for r in runs),
                      "repeats": repeats, "direct_io": all(r.direct_io for r in runs), "filesystem": runs[0].filesystem,

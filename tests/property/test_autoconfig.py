@@ -3,7 +3,7 @@ feasible and monotone in the budget."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from moesim.cost.maxplus import evaluate, lower_bound
@@ -12,17 +12,10 @@ from moesim.cost.pipeline import pipeline_input, service_times
 from moesim.policies.autoconfig import build_profile, select, space
 from moesim.simulate import routing_counts, simulate_routing
 from moesim.spec.run import EStreamPolicy, PrefillRun
-from tests.strategies import estream_configs, routings, small_models
+from tests.strategies import PROPERTY_SETTINGS, estream_configs, model_routings
 
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("MOESIM_HYPOTHESIS_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-@st.composite
-def cases(draw: st.DrawFn):  # type: ignore[no-untyped-def]
-    model = draw(small_models())
-    tokens = draw(st.integers(1, 96))
-    routing = routings(model, tokens, draw(st.integers(0, 2**16)), draw(st.floats(0, 1)))
-    return model, routing
+SETTINGS = PROPERTY_SETTINGS
+cases = model_routings
 
 
 def _profile(tiny_profile, model, routing):  # type: ignore[no-untyped-def]

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from moesim.calibrate.estream import with_values
 from moesim.simulate import simulate_routing
 from moesim.spec.run import EStreamPolicy, PrefillRun
-from tests.strategies import estream_configs, routings, small_models
+from tests.strategies import PROPERTY_SETTINGS, estream_configs, model_routings
 
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("MOESIM_HYPOTHESIS_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = PROPERTY_SETTINGS
 
 
 @st.composite
 def cases(draw: st.DrawFn):  # type: ignore[no-untyped-def]
-    model = draw(small_models())
-    tokens = draw(st.integers(1, 96))
-    routing = routings(model, tokens, draw(st.integers(0, 2**16)), draw(st.floats(0, 1)))
+    model, routing = draw(model_routings())
     return model, routing, draw(estream_configs(model))
 
 

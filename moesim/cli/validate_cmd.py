@@ -96,10 +96,13 @@ def calibrate_host(out_dir: str, workdir: str, quick: bool, write: bool, as_json
         tmp.write_text(text)
         load_profile(tmp)            # validate before replacing
         tmp.replace(target)
-    values = {k: v for k, v in fit.__dict__.items() if k != "residuals"}
+    values = {k: v for k, v in fit.__dict__.items() if k not in ("residuals", "read_bw_spread_GBps")}
     if as_json:
-        emit_json({"values": values, "residuals": fit.residuals, "csv": {k: str(v) for k, v in paths.items()},
+        emit_json({"values": values, "residuals": fit.residuals, "read_bw_spread_GBps": fit.read_bw_spread_GBps, "csv": {k: str(v) for k, v in paths.items()},
                    "written": write})
         return
     emit_table(["field", "fitted"], [(k, f"{v:.6g}") for k, v in values.items()])
     emit_table(["fit", "median |relative residual|"], [(k, f"{v:.2%}") for k, v in fit.residuals.items()])
+    if fit.read_bw_spread_GBps is not None:
+        lo, hi = fit.read_bw_spread_GBps
+        click.echo(f"disk probe: {fit.read_bw_GBps:.3f} GB/s pooled, runs {lo:.3f}-{hi:.3f} GB/s")

@@ -54,3 +54,28 @@ def test_rendered_profile_validates_and_predicts(tmp_path) -> None:  # type: ign
     ffn_ns = sum(w / 5.5 + 6 * hidden * inter * c / 120.0 for c in counts.ravel() if c)
     assert t * 1e9 >= ffn_ns
     assert slow_disk.name == "host"
+
+
+def test_disk_probe_reads_every_expert_at_each_size(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The disk probe runs the real executor: every expert of every layer read once per run, for
+    each probed group size and depth; the pooled rate is all bytes over the summed busy time."""
+    from moesim.calibrate.host import PROBE_DEPTHS, PROBE_GROUPS, busy_ns, probe_spread, probe_stream_bw
+    from moesim.native import cpu
+
+    try:
+        cpu.build()
+    except cpu.NativeBuildError as err:
+        pytest.skip(str(err))
+    layers, experts, hidden, inter = 2, 16, 256, 128
+    rate, table = probe_stream_bw(tmp_path, layers, experts, hidden, inter, repeats=1)
+    stride_B = cpu.ExpertShape(layers, experts, hidden, inter).expert_stride_bytes   # reads are 4096-padded
+    runs = table.groupby(["repeat", "group_size", "queue_depth"])
+    assert len(runs) == len(PROBE_GROUPS) * len(PROBE_DEPTHS)
+    for (_, g, _), r in runs:
+        assert r.bytes.sum() == layers * experts * stride_B
+        assert len(r) == layers * -(-experts // g)
+        assert r.run_busy_ns.iloc[0] == busy_ns(r.start_ns.tolist(), r.end_ns.tolist())
+    pooled = runs.bytes.sum().sum() / runs.run_busy_ns.first().sum()
+    assert rate == pytest.approx(pooled)
+    lo, hi = probe_spread(table)
+    assert 0 < lo <= rate <= hi

@@ -56,10 +56,24 @@ def _ref(name: str, key: str) -> Callable[[], float]:
     return lambda: _reference(name, key)
 
 
+def _mape(given_io: bool) -> Callable[[], float]:
+    """Mean absolute percentage error of the makespan over every executor case."""
+    from moesim.calibrate.host_runs import CASES
+
+    def run() -> float:
+        errs = [abs(_predicted(c.name, given_io)[0] / _reference(c.name, "makespan_s_median") - 1.0) for c in CASES]
+        return sum(errs) / len(errs)
+    return run
+
+
 def host_cases() -> list[Case]:
     from moesim.calibrate.host_runs import CASES
 
-    out = []
+    src = f"mean |error| of the predicted makespan over the {len(CASES)} executor cases (issue acceptance: <= 10%)"
+    out = [Case("host/makespan-mape", 0.0, src, 0.0, "range", _mape(False), fitted_to=False, unit="MAPE",
+                low=0.0, high=0.10),
+           Case("host/makespan-mape-given-io", 0.0, src + "; each case predicted with the disk rate its runs saw",
+                0.0, "range", _mape(True), fitted_to=False, unit="MAPE", low=0.0, high=0.10)]
     for c in CASES:
         src = "native executor on this machine, median of repeats (validation/host_executor_runs.csv)"
         out.append(Case(f"{c.name}/makespan", 0.0, src, 0.10, "relative", _pred(c.name, 0), fitted_to=False,

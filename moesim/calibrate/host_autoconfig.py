@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from moesim.calibrate.host import executor_model, host_backend, host_ufs
+from moesim.cost.maxplus import evaluate
 from moesim.cost.ops import expert_op
 from moesim.cost.pipeline import ServiceTimes, ns_int
 from moesim.policies.autoconfig import Config, StoredProfile, build_profile, select, space
@@ -36,17 +37,48 @@ def host_service_times(p: HostProfile, model: ModelSpec, routing: np.ndarray, no
 
 @dataclass(frozen=True)
 class SweepCase:
+    """One memory budget: the auto-configurator's choice against the measured exhaustive sweep.
+
+    ``samples`` holds every configuration's measured makespans (s), one per round; a
+    configuration's measured time is its fastest round (interference only adds time)."""
+
     arena_experts: int
     chosen: Config
     predicted_s: float
-    chosen_measured_s: float
     best: Config
-    best_measured_s: float
-    configs: int
+    samples: dict[Config, list[float]]
+    predicted: dict[Config, float]          # the max-plus evaluator's makespan (s) of every configuration
+
+    def measured(self, cfg: Config) -> float:
+        return min(self.samples[cfg])
+
+    @property
+    def chosen_measured_s(self) -> float:
+        return self.measured(self.chosen)
+
+    @property
+    def best_measured_s(self) -> float:
+        return self.measured(self.best)
+
+    @property
+    def configs(self) -> int:
+        return len(self.samples)
 
     @property
     def regret(self) -> float:
         return self.chosen_measured_s / self.best_measured_s - 1.0
+
+    @property
+    def resolution(self) -> float:
+        """The sweep's resolution: median over configurations of (second fastest round /
+        fastest round - 1), i.e. how far one configuration's own repeats disagree."""
+        gaps = [sorted(v)[1] / min(v) - 1.0 for v in self.samples.values() if len(v) > 1]
+        return float(np.median(gaps)) if gaps else float("nan")
+
+    def round_minima(self) -> list[Config]:
+        """The measured minimum of each round alone: does the exhaustive sweep reproduce itself?"""
+        rounds = min(len(v) for v in self.samples.values())
+        return [min(self.samples, key=lambda c: (self.samples[c][r], c)) for r in range(rounds)]
 
 
 def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.ndarray, arena_experts: list[int],
@@ -56,34 +88,25 @@ def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.nda
     layers, experts, hidden, inter, k = shape
     model = executor_model(layers, experts, hidden, inter, k)
     profile: StoredProfile = build_profile(host_service_times(p, model, routing, hidden))
+    workdir.mkdir(parents=True, exist_ok=True)
     packed = pack_experts(workdir / f"pack-{layers}x{experts}-{hidden}x{inter}.bin",
                           ExpertShape(layers, experts, hidden, inter))
     samples: dict[Config, list[float]] = {}
     largest = max(arena_experts) * profile.st.expert_B
-    chosen: set[Config] = set()
-    for n in arena_experts:
-        pick = select(profile, n * profile.st.expert_B)
-        if pick is not None:
-            chosen.add(pick.config)
-    everything = sorted(set(space(profile, largest)) | chosen)
+    everything = sorted(space(profile, largest))
     for _ in range(repeats):          # round-robin over configurations: drift hits all alike
         for cfg in everything:
             ecfg = ExecutorConfig(cfg.group_size, cfg.banks, cfg.queue_depth, "non-ffn")
             samples.setdefault(cfg, []).append(
                 run_executor(packed, routing, ecfg, workdir=workdir / "runs").makespan_s)
-
-    def run(cfg: Config) -> float:
-        """Fastest of the repeats: interference on a shared machine only ever adds time."""
-        return min(samples[cfg])
-
     out = []
     for n_exp in arena_experts:
         budget = n_exp * profile.st.expert_B
         choice = select(profile, budget)
         assert choice is not None
-        configs = space(profile, budget)
-        times = {cfg: run(cfg) for cfg in configs}
-        best = min(times, key=lambda c: (times[c], profile.arena_B(c)))
-        out.append(SweepCase(n_exp, choice.config, choice.ttft_ns / 1e9, run(choice.config), best, times[best],
-                             len(configs)))
+        mine = {cfg: samples[cfg] for cfg in space(profile, budget)}
+        assert choice.config in mine, "the auto-configurator chose outside its own search space"
+        best = min(mine, key=lambda c: (min(mine[c]), profile.arena_B(c)))
+        predicted = {c: evaluate(profile.inputs[c.group_size], c.banks, c.queue_depth, "non-ffn") / 1e9 for c in mine}
+        out.append(SweepCase(n_exp, choice.config, choice.ttft_ns / 1e9, best, mine, predicted))
     return out

@@ -80,25 +80,35 @@ def predict_case(profile: HostProfile, case: ExecutorCase, read_GBps: float | No
                             case.group_size, case.banks, case.queue_depth, case.prefetch, nonffn_dim=hidden)
 
 
-def measure_cases(workdir: Path, repeats: int = 3, out: Path = RUNS_CSV) -> pd.DataFrame:
-    """Run every case ``repeats`` times on this machine; medians (and spread) to ``out``."""
-    from moesim.native.cpu import ExecutorConfig, ExpertShape, pack_experts, run_executor
+def measure_cases(workdir: Path, repeats: int = 5, out: Path = RUNS_CSV) -> pd.DataFrame:
+    """Run every case ``repeats`` times on this machine, rounds round-robin over the cases (so
+    drift of the disk or the host hits every case alike); medians (and spread) to ``out``."""
+    from moesim.native.cpu import (ExecutorConfig, ExecutorResult, ExpertShape, PackedFile, pack_experts,
+                                   run_executor)
 
-    rows = []
+    packed: dict[str, PackedFile] = {}
+    configs: dict[str, ExecutorConfig] = {}
+    runs: dict[str, list[ExecutorResult]] = {c.name: [] for c in CASES}
     for case in CASES:
         layers, experts, hidden, inter, _ = case.shape
-        packed = pack_experts(workdir / f"pack-{layers}x{experts}-{hidden}x{inter}.bin",
-                              ExpertShape(layers, experts, hidden, inter))
-        cfg = ExecutorConfig(case.group_size, case.banks, case.queue_depth, case.prefetch)  # type: ignore[arg-type]
-        runs = [run_executor(packed, routing_for(case), cfg, workdir=workdir / "runs") for _ in range(repeats)]
-        spans = [r.makespan_s for r in runs]
+        packed[case.name] = pack_experts(workdir / f"pack-{layers}x{experts}-{hidden}x{inter}.bin",
+                                         ExpertShape(layers, experts, hidden, inter))
+        configs[case.name] = ExecutorConfig(case.group_size, case.banks, case.queue_depth, case.prefetch)  # type: ignore[arg-type]
+    for _ in range(repeats):
+        for case in CASES:
+            runs[case.name].append(run_executor(packed[case.name], routing_for(case), configs[case.name],
+                                                workdir=workdir / "runs"))
+    rows = []
+    for case in CASES:
+        done = runs[case.name]
+        spans = [r.makespan_s for r in done]
         rates = []
-        for r in runs:
+        for r in done:
             reads = r.intervals[r.intervals.kind == "read"]
             rates.append(float(reads.bytes.sum()) / busy_ns(reads.start_ns.tolist(), reads.end_ns.tolist()))
         rows.append({"case": case.name, "makespan_s_median": statistics.median(spans), "makespan_s_min": min(spans),
-                     "makespan_s_max": max(spans), "bubble_share_median": statistics.median(r.bubble_share for r in runs),
-                     "repeats": repeats, "direct_io": all(r.direct_io for r in runs), "filesystem": runs[0].filesystem,
+                     "makespan_s_max": max(spans), "bubble_share_median": statistics.median(r.bubble_share for r in done),
+                     "repeats": repeats, "direct_io": all(r.direct_io for r in done), "filesystem": done[0].filesystem,
                      "read_GBps_median": statistics.median(rates)})
     table = pd.DataFrame(rows)
     tmp = out.with_suffix(".csv.tmp")

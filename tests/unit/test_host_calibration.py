@@ -79,3 +79,30 @@ def test_disk_probe_reads_every_expert_at_each_size(tmp_path) -> None:  # type: 
     assert rate == pytest.approx(pooled)
     lo, hi = probe_spread(table)
     assert 0 < lo <= rate <= hi
+
+
+def test_autoconfig_sweep_measures_every_configuration(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The measured sweep runs the real executor on every configuration of each budget's space;
+    the best is the fastest measured, the choice is inside the space, regret is never negative."""
+    from moesim.calibrate.host_autoconfig import host_service_times, sweep
+    from moesim.native import cpu
+    from moesim.policies.autoconfig import build_profile, space
+
+    try:
+        cpu.build()
+    except cpu.NativeBuildError as err:
+        pytest.skip(str(err))
+    profile = load_profile("host")
+    assert isinstance(profile, HostProfile)
+    shape = (2, 4, 256, 128, 2)
+    rng = np.random.default_rng(0)
+    routing = np.array([[rng.choice(4, size=2, replace=False) for _ in range(2)] for _ in range(8)], dtype=np.int16)
+    cases = sweep(profile, shape, routing, [2, 4], tmp_path / "work", repeats=2)
+    stored = build_profile(host_service_times(profile, executor_model(*shape), routing, 256))
+    for case in cases:
+        assert set(case.samples) == set(space(stored, case.arena_experts * stored.st.expert_B))
+        assert all(len(v) == 2 and min(v) > 0 for v in case.samples.values())
+        assert case.chosen in case.samples and set(case.predicted) == set(case.samples)
+        assert case.best_measured_s == min(min(v) for v in case.samples.values())
+        assert case.regret >= 0 and case.resolution >= 0
+        assert len(case.round_minima()) == 2

@@ -188,3 +188,46 @@ def test_plots(grid_file: Callable[..., Path], tmp_path: Path, run_cli: Callable
 def test_docs_example_grid_is_valid() -> None:
     grid = load_grid(REPO / "docs" / "examples" / "sweep-2gib.toml")
     assert grid.workload == "prefill" and len(grid.points) > 1
+
+
+def _wait_for_line(log: Path, marker: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in log.read_text(errors="replace").splitlines():
+            if marker in line:
+                return line
+        if proc.poll() is not None:
+            raise AssertionError(f"process exited early:\n{log.read_text(errors='replace')}")
+        time.sleep(0.2)
+    raise AssertionError(f"no '{marker}' within {timeout_s} s:\n{log.read_text(errors='replace')}")
+
+
+def test_sweep_on_a_separately_started_dask_scheduler(grid_file: Callable[..., Path], tmp_path: Path) -> None:
+    """`moesim sweep --scheduler ADDRESS` against a scheduler and a worker started as their own
+    processes (as on a cluster): the table equals the serial one."""
+    pytest.importorskip("distributed")
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        sched_log = tmp_path / "scheduler.log"
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                       "--port", "0", "--no-dashboard"], stdout=subprocess.DEVNULL,
+                                      stderr=sched_log.open("wb")))
+        address = _wait_for_line(sched_log, "Scheduler at:", procs[0]).split("Scheduler at:")[1].strip()
+        worker_log = tmp_path / "worker.log"
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                                       "--no-dashboard", "--no-nanny"], stdout=subprocess.DEVNULL,
+                                      stderr=worker_log.open("wb"), cwd=tmp_path))
+        _wait_for_line(worker_log, "Registered to", procs[1])
+        grid = grid_file()
+        res = subprocess.run([sys.executable, "-m", "moesim", "sweep", str(grid), "-o", str(tmp_path / "dask.parquet"),
+                              "--scheduler", address, "--quiet"], capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        run_sweep(load_grid(grid), tmp_path / "serial.parquet", workers=1)
+        pd.testing.assert_frame_equal(_content(tmp_path / "serial.parquet"), _content(tmp_path / "dask.parquet"))
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()

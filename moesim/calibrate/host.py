@@ -44,6 +44,7 @@ class HostFit:
     nonffn_GFLOPS: float
     residuals: dict[str, float]        # name -> median absolute relative residual of each fit
     read_bw_spread_GBps: tuple[float, float] | None = None   # (min, max) of the disk probe's runs
+    read_bw_deciles_GBps: tuple[float, ...] | None = None    # 10th..90th percentile of the probe's runs
 
 
 def _rel_fit(fun, x0: list[float]) -> tuple[np.ndarray, float]:  # type: ignore[no-untyped-def]
@@ -119,7 +120,20 @@ def _spread(fit: HostFit) -> str:
     return f"; runs {lo:.2f}-{hi:.2f} GB/s"
 
 
-def render_host_profile(fit: HostFit, source: str, filesystem: str, device: str) -> str:
+def _deciles_line(fit: HostFit) -> list[str]:
+    if fit.read_bw_deciles_GBps is None:
+        return []
+    return [f"read_bw_deciles_GBps = [{', '.join(format(v, '.4f') for v in fit.read_bw_deciles_GBps)}]"]
+
+
+def _deciles_note(fit: HostFit, probe_note: str) -> list[str]:
+    if fit.read_bw_deciles_GBps is None:
+        return []
+    return [f'read_bw_deciles_GBps = "measured: 10th to 90th percentile of the probe\'s run rates (stream_probe.csv)'
+            f'{probe_note}"']
+
+
+def render_host_profile(fit: HostFit, source: str, filesystem: str, device: str, probe_note: str = "") -> str:
     """The ``device_profiles/host.toml`` text for a fit (provenance names the CSV files)."""
     mem_GiB = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     note = f"fitted: least squares to {source} (median |residual| %s)"
@@ -132,10 +146,12 @@ def render_host_profile(fit: HostFit, source: str, filesystem: str, device: str)
         'capacity_GiB = "measured: physical pages x page size of this machine"', "",
         "[storage]", f'device = "{device}"', f'filesystem = "{filesystem}"',
         f"read_latency_us = {fit.read_latency_us:.3f}", f"effective_read_bw_GBps = {fit.read_bw_GBps:.4f}",
+        *_deciles_line(fit),
         "queue_slots_count = 8", "default_queue_depth_count = 2", "", "[storage.provenance]",
         f'read_latency_us = "{note % format(fit.residuals["read"], ".1%")}"',
-        f'effective_read_bw_GBps = "measured: pooled bandwidth of the executor\'s own reads of a probe file, groups of '
-        f'1/4/16 experts at Q 1/2 (stream_probe.csv, moesim.calibrate.host.probe_stream_bw){_spread(fit)}"',
+        f'effective_read_bw_GBps = "measured: median run rate of the executor\'s own reads of a probe file, groups of '
+        f'1/4/16 experts at Q 1/2 (stream_probe.csv, moesim.calibrate.host.probe_stream_bw){probe_note}{_spread(fit)}"',
+        *_deciles_note(fit, probe_note),
         'queue_slots_count = "assumed: the executor runs at most 8 reader threads"',
         'default_queue_depth_count = "assumed: the same default as the phone (Q = 2)"', "",
         "[cpu]", f'model = "{_cpu_model()}"', f"cores_count = {os.cpu_count() or 1}",
@@ -159,10 +175,11 @@ def probe_stream_bw(workdir: Path, layers: int = 4, experts: int = 64, hidden: i
 
     Every expert of every layer is read once per run (one token routed to all experts, no
     non-FFN work), in groups of ``PROBE_GROUPS`` experts at queue depths ``PROBE_DEPTHS``,
-    ``repeats`` times round-robin. The rate is all bytes over the summed time at least one read
-    was in flight (the runs pooled). Whole-layer requests of hundreds of MiB, which an earlier
-    probe used, read up to twice as fast on these virtual disks as the 1-60 MiB requests
-    executor runs issue, so the probe uses the executor's sizes."""
+    ``repeats`` times round-robin. A run's rate is its bytes over the time at least one read
+    was in flight; the probe's rate is the median run (see :func:`probe_rate`). Whole-layer
+    requests of hundreds of MiB, which an earlier probe used, read up to twice as fast on
+    these virtual disks as the 1-60 MiB requests executor runs issue, so the probe uses the
+    executor's sizes."""
     from moesim.native.cpu import ExecutorConfig, ExpertShape, pack_experts, run_executor
 
     packed = pack_experts(workdir / f"probe-{layers}x{experts}-{hidden}x{inter}.bin",
@@ -179,15 +196,39 @@ def probe_stream_bw(workdir: Path, layers: int = 4, experts: int = 64, hidden: i
                 busy = busy_ns(r.start_ns.tolist(), r.end_ns.tolist())
                 reads.append(r.assign(repeat=rep, group_size=g, queue_depth=q, run_busy_ns=busy))
     table = pd.concat(reads, ignore_index=True)
-    runs = table.groupby(["repeat", "group_size", "queue_depth"]).agg(b=("bytes", "sum"), t=("run_busy_ns", "first"))
-    return float(runs.b.sum() / runs.t.sum()), table
+    return probe_rate(table), table
+
+
+def _probe_runs(table: pd.DataFrame) -> pd.DataFrame:
+    return table.groupby(["repeat", "group_size", "queue_depth"]).agg(b=("bytes", "sum"), t=("run_busy_ns", "first"))
+
+
+def probe_rate(table: pd.DataFrame) -> float:
+    """GB/s of a probe table (one or more probes, ``repeat`` distinct per probe): the median of
+    its runs' rates. These disks switch between about 1.2 and 2.8 GB/s from one run to the
+    next; the validation compares medians of repeated runs, and a run's makespan falls as its
+    disk rate rises, so the median run rate is the statistic that predicts the median run."""
+    runs = _probe_runs(table)
+    return float((runs.b / runs.t).median())
 
 
 def probe_spread(table: pd.DataFrame) -> tuple[float, float]:
     """(min, max) GB/s of the probe's individual runs: how much the disk varied meanwhile."""
-    runs = table.groupby(["repeat", "group_size", "queue_depth"]).agg(b=("bytes", "sum"), t=("run_busy_ns", "first"))
-    rates = runs.b / runs.t
+    rates = _probe_runs(table).pipe(lambda r: r.b / r.t)
     return float(rates.min()), float(rates.max())
+
+
+def probe_deciles(table: pd.DataFrame) -> tuple[float, ...]:
+    """10th, 20th, ..., 90th percentile GB/s of the probe's run rates: the disk as a random
+    variable, for predictions of expected (mean) run times."""
+    rates = _probe_runs(table).pipe(lambda r: r.b / r.t).to_numpy(float)
+    return tuple(float(round(v, 4)) for v in np.quantile(rates, np.linspace(0.1, 0.9, 9)))
+
+
+def with_disk_probe(fit: HostFit, table: pd.DataFrame) -> HostFit:
+    """``fit`` with its disk rate (median run, spread, deciles) taken from the probe runs in ``table``."""
+    return HostFit(fit.read_latency_us, probe_rate(table), fit.ffn_GFLOPS, fit.dequant_GBps, fit.nonffn_GFLOPS,
+                   dict(fit.residuals), probe_spread(table), probe_deciles(table))
 
 
 def busy_ns(starts: list[int], ends: list[int]) -> int:
@@ -224,10 +265,9 @@ def measure_and_fit(out_dir: Path, workdir: Path, quick: bool = False) -> tuple[
     nonffn = bench_nonffn(tokens=(64, 256) if quick else (64, 256, 1024), dims=(512, 1024, 2048), repeats=reps,
                           out=out_dir / "nonffn.csv")
     fit = fit_host(read.table, ffn.table, nonffn.table)
-    bw, probe = probe_stream_bw(workdir)
+    _, probe = probe_stream_bw(workdir)
     probe.to_csv(out_dir / "stream_probe.csv", index=False)
-    fit = HostFit(fit.read_latency_us, bw, fit.ffn_GFLOPS, fit.dequant_GBps, fit.nonffn_GFLOPS,
-                  dict(fit.residuals), probe_spread(probe))
+    fit = with_disk_probe(fit, probe)
     paths = {"read": out_dir / "read.csv", "ffn": out_dir / "ffn.csv", "nonffn": out_dir / "nonffn.csv",
              "stream_probe": out_dir / "stream_probe.csv"}
     return fit, paths, read.meta.get("filesystem", "unknown"), read.meta.get("device", "unknown")

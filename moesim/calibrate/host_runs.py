@@ -8,6 +8,7 @@ seeded skewed random routing for the small shape, so every machine replays the s
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from moesim.spec.profiles import override_profile
 from moesim.spec.device import HostProfile
 from moesim.traces import bundled_trace_path, read_trace
 
-__all__ = ["ExecutorCase", "CASES", "routing_for", "measure_cases", "predict_case", "RUNS_CSV"]
+__all__ = ["ExecutorCase", "CASES", "routing_for", "measure_cases", "predict_case", "predict_case_expected",
+           "RUNS_CSV"]
 
 RUNS_CSV = Path(__file__).resolve().parents[2] / "validation" / "host_executor_runs.csv"
 
@@ -80,9 +82,22 @@ def predict_case(profile: HostProfile, case: ExecutorCase, read_GBps: float | No
                             case.group_size, case.banks, case.queue_depth, case.prefetch, nonffn_dim=hidden)
 
 
-def measure_cases(workdir: Path, repeats: int = 5, out: Path = RUNS_CSV) -> pd.DataFrame:
+def predict_case_expected(profile: HostProfile, case: ExecutorCase) -> tuple[float, float]:
+    """(mean makespan s, mean bubble share) over the profile's disk-rate deciles: the disk as a
+    random variable, each decile equally likely (the profile's median rate without deciles)."""
+    deciles = profile.storage.read_bw_deciles_GBps
+    if not deciles:
+        return predict_case(profile, case)
+    runs = [predict_case(profile, case, rate) for rate in deciles]
+    return statistics.fmean(r[0] for r in runs), statistics.fmean(r[1] for r in runs)
+
+
+def measure_cases(workdir: Path, repeats: int = 11, out: Path = RUNS_CSV,
+                  before_round: Callable[[int], None] | None = None) -> pd.DataFrame:
     """Run every case ``repeats`` times on this machine, rounds round-robin over the cases (so
-    drift of the disk or the host hits every case alike); medians (and spread) to ``out``."""
+    drift of the disk or the host hits every case alike); medians (and spread) to ``out``.
+    ``before_round(i)`` runs before round ``i`` (the disk probe, so calibration and validation
+    see the disk over the same time window)."""
     from moesim.native.cpu import (ExecutorConfig, ExecutorResult, ExpertShape, PackedFile, pack_experts,
                                    run_executor)
 
@@ -94,7 +109,9 @@ def measure_cases(workdir: Path, repeats: int = 5, out: Path = RUNS_CSV) -> pd.D
         packed[case.name] = pack_experts(workdir / f"pack-{layers}x{experts}-{hidden}x{inter}.bin",
                                          ExpertShape(layers, experts, hidden, inter))
         configs[case.name] = ExecutorConfig(case.group_size, case.banks, case.queue_depth, case.prefetch)  # type: ignore[arg-type]
-    for _ in range(repeats):
+    for round_ in range(repeats):
+        if before_round is not None:
+            before_round(round_)
         for case in CASES:
             runs[case.name].append(run_executor(packed[case.name], routing_for(case), configs[case.name],
                                                 workdir=workdir / "runs"))
@@ -108,6 +125,8 @@ def measure_cases(workdir: Path, repeats: int = 5, out: Path = RUNS_CSV) -> pd.D
             rates.append(float(reads.bytes.sum()) / busy_ns(reads.start_ns.tolist(), reads.end_ns.tolist()))
         rows.append({"case": case.name, "makespan_s_median": statistics.median(spans), "makespan_s_min": min(spans),
                      "makespan_s_max": max(spans), "bubble_share_median": statistics.median(r.bubble_share for r in done),
+                     "makespan_s_mean": statistics.fmean(spans),
+                     "bubble_share_mean": statistics.fmean(r.bubble_share for r in done),
                      "repeats": repeats, "direct_io": all(r.direct_io for r in done), "filesystem": done[0].filesystem,
                      "read_GBps_median": statistics.median(rates)})
     table = pd.DataFrame(rows)

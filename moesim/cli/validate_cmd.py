@@ -96,9 +96,10 @@ def calibrate_host(out_dir: str, workdir: str, quick: bool, write: bool, as_json
         tmp.write_text(text)
         load_profile(tmp)            # validate before replacing
         tmp.replace(target)
-    values = {k: v for k, v in fit.__dict__.items() if k not in ("residuals", "read_bw_spread_GBps")}
+    values = {k: v for k, v in fit.__dict__.items() if k not in ("residuals", "read_bw_spread_GBps", "read_bw_deciles_GBps")}
     if as_json:
-        emit_json({"values": values, "residuals": fit.residuals, "read_bw_spread_GBps": fit.read_bw_spread_GBps, "csv": {k: str(v) for k, v in paths.items()},
+        emit_json({"values": values, "residuals": fit.residuals, "read_bw_spread_GBps": fit.read_bw_spread_GBps,
+                   "read_bw_deciles_GBps": fit.read_bw_deciles_GBps, "csv": {k: str(v) for k, v in paths.items()},
                    "written": write})
         return
     emit_table(["field", "fitted"], [(k, f"{v:.6g}") for k, v in values.items()])

@@ -215,6 +215,8 @@ class StorageSection(Section):
     filesystem: str
     read_latency_us: PositiveFloat | None = None
     effective_read_bw_GBps: PositiveFloat | None = None
+    read_bw_deciles_GBps: list[PositiveFloat] | None = Field(
+        None, description="10th..90th percentile of the disk rate over probe runs (a disk whose speed varies)")
     queue_slots_count: PositiveInt
     default_queue_depth_count: PositiveInt
 

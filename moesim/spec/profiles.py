@@ -39,13 +39,19 @@ def profile_names() -> list[str]:
     return sorted(p.stem for p in profile_dir().glob("*.toml"))
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _check_units(data: dict[str, Any], source: str, prefix: str = "") -> None:
     for key, value in data.items():
         path = f"{prefix}{key}"
         if isinstance(value, dict):
             if key not in _NON_NUMERIC_TABLES:
                 _check_units(value, source, path + ".")
-        elif isinstance(value, (int, float)) and not isinstance(value, bool) and unit_of(key) is None:
+        elif _is_number(value) or (isinstance(value, list) and value and all(_is_number(v) for v in value)):
+            if unit_of(key) is not None:
+                continue
             units = ", ".join(UNIT_SUFFIXES)
             raise InputError(path, f"is a number without a unit suffix (name it with one of {units})",
                              value, source=source)

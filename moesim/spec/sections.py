@@ -26,7 +26,7 @@ def _is_numeric(annotation: Any) -> bool:
     if annotation in (int, float):
         return True
     origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
+    if origin in (typing.Annotated, list):      # list[float]: a sampled distribution, one unit
         return _is_numeric(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
         return any(_is_numeric(a) for a in typing.get_args(annotation))

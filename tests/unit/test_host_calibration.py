@@ -58,7 +58,7 @@ def test_rendered_profile_validates_and_predicts(tmp_path) -> None:  # type: ign
 
 def test_disk_probe_reads_every_expert_at_each_size(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The disk probe runs the real executor: every expert of every layer read once per run, for
-    each probed group size and depth; the pooled rate is all bytes over the summed busy time."""
+    each probed group size and depth; the probe's rate is the median run rate."""
     from moesim.calibrate.host import PROBE_DEPTHS, PROBE_GROUPS, busy_ns, probe_spread, probe_stream_bw
     from moesim.native import cpu
 
@@ -75,8 +75,8 @@ def test_disk_probe_reads_every_expert_at_each_size(tmp_path) -> None:  # type: 
         assert r.bytes.sum() == layers * experts * stride_B
         assert len(r) == layers * -(-experts // g)
         assert r.run_busy_ns.iloc[0] == busy_ns(r.start_ns.tolist(), r.end_ns.tolist())
-    pooled = runs.bytes.sum().sum() / runs.run_busy_ns.first().sum()
-    assert rate == pytest.approx(pooled)
+    per_run = runs.bytes.sum() / runs.run_busy_ns.first()
+    assert rate == pytest.approx(float(per_run.median()))
     lo, hi = probe_spread(table)
     assert 0 < lo <= rate <= hi
 
@@ -106,3 +106,42 @@ def test_autoconfig_sweep_measures_every_configuration(tmp_path) -> None:  # typ
         assert case.best_measured_s == min(min(v) for v in case.samples.values())
         assert case.regret >= 0 and case.resolution >= 0
         assert len(case.round_minima()) == 2
+
+
+def test_disk_deciles_round_trip_and_expected_prediction(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A profile carries the disk as deciles of probe run rates; the expected prediction is the
+    mean of the predictions at each decile (slower disk -> longer makespan)."""
+    from dataclasses import replace
+
+    from moesim.calibrate.host_runs import predict_case, predict_case_expected
+
+    deciles = (1.2, 1.25, 1.3, 1.5, 1.7, 2.1, 2.4, 2.6, 2.8)
+    fit = replace(fit_host(*_tables(40_000.0, 1.7, 5.5, 120.0, 110.0)), read_bw_deciles_GBps=deciles)
+    path = tmp_path / "host.toml"
+    path.write_text(render_host_profile(fit, "test tables", "ext4", "/dev/test"))
+    profile = load_profile(path)
+    assert isinstance(profile, HostProfile)
+    assert profile.storage.read_bw_deciles_GBps == list(deciles)
+    assert profile.storage.provenance["read_bw_deciles_GBps"].startswith("measured:")
+    case = next(c for c in CASES if "ondemand" in c.name)
+    runs = [predict_case(profile, case, r) for r in deciles]
+    assert [r[0] for r in runs] == sorted((r[0] for r in runs), reverse=True)
+    mean_t, mean_b = predict_case_expected(profile, case)
+    assert mean_t == pytest.approx(float(np.mean([r[0] for r in runs])))
+    assert mean_b == pytest.approx(float(np.mean([r[1] for r in runs])))
+
+
+@pytest.mark.parametrize("line, message", [
+    ("read_bw_deciles = [1.2, 1.5]", "storage.read_bw_deciles is a number without a unit suffix"),
+    ("read_bw_deciles_GBps = [1.2, -1.5]", "read_bw_deciles_GBps"),
+])
+def test_bad_disk_deciles_are_refused(tmp_path, line: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    from moesim.errors import InputError
+
+    text = render_host_profile(fit_host(*_tables(40_000.0, 1.7, 5.5, 120.0, 110.0)), "t", "ext4", "/dev/t")
+    text = text.replace("queue_slots_count = 8", f"{line}\nqueue_slots_count = 8", 1)
+    text = text.replace('queue_slots_count = "assumed', 'read_bw_deciles_GBps = "measured: test"\nqueue_slots_count = "assumed', 1)
+    path = tmp_path / "host.toml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message.replace("[", r"\[")):
+        load_profile(path)

@@ -106,4 +106,4 @@ def calibrate_host(out_dir: str, workdir: str, quick: bool, write: bool, as_json
     emit_table(["fit", "median |relative residual|"], [(k, f"{v:.2%}") for k, v in fit.residuals.items()])
     if fit.read_bw_spread_GBps is not None:
         lo, hi = fit.read_bw_spread_GBps
-        click.echo(f"disk probe: {fit.read_bw_GBps:.3f} GB/s pooled, runs {lo:.3f}-{hi:.3f} GB/s")
+        click.echo(f"disk probe: {fit.read_bw_GBps:.3f} GB/s (median run), runs {lo:.3f}-{hi:.3f} GB/s")

@@ -202,32 +202,73 @@ def _wait_for_line(log: Path, marker: str, proc: subprocess.Popen[bytes], timeou
     raise AssertionError(f"no '{marker}' within {timeout_s} s:\n{log.read_text(errors='replace')}")
 
 
+def _start(cmd: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", *cmd], stdout=subprocess.DEVNULL, stderr=log.open("wb"), cwd=cwd)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _cluster(tmp_path: Path, workers: int, procs: list[subprocess.Popen[bytes]]) -> str:
+    """A scheduler and ``workers`` single-thread workers, each its own process (as on a cluster)."""
+    pytest.importorskip("distributed")
+    log = tmp_path / "scheduler.log"
+    procs.append(_start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard"],
+                        log, REPO))
+    address = _wait_for_line(log, "Scheduler at:", procs[0]).split("Scheduler at:")[1].strip()
+    for w in range(workers):
+        wlog = tmp_path / f"worker{w}.log"
+        procs.append(_start(["distributed.cli.dask_worker", address, "--nthreads", "1", "--no-dashboard", "--no-nanny"],
+                            wlog, REPO))   # python -m from the checkout: the workers import this moesim
+        _wait_for_line(wlog, "Registered to", procs[-1])
+    return address
+
+
 def test_sweep_on_a_separately_started_dask_scheduler(grid_file: Callable[..., Path], tmp_path: Path) -> None:
     """`moesim sweep --scheduler ADDRESS` against a scheduler and a worker started as their own
-    processes (as on a cluster): the table equals the serial one."""
-    pytest.importorskip("distributed")
+    processes: the table equals the serial one."""
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        sched_log = tmp_path / "scheduler.log"
-        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                       "--port", "0", "--no-dashboard"], stdout=subprocess.DEVNULL,
-                                      stderr=sched_log.open("wb")))
-        address = _wait_for_line(sched_log, "Scheduler at:", procs[0]).split("Scheduler at:")[1].strip()
-        worker_log = tmp_path / "worker.log"
-        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-                                       "--no-dashboard", "--no-nanny"], stdout=subprocess.DEVNULL,
-                                      stderr=worker_log.open("wb"), cwd=tmp_path))
-        _wait_for_line(worker_log, "Registered to", procs[1])
+        address = _cluster(tmp_path, 1, procs)
         grid = grid_file()
         res = subprocess.run([sys.executable, "-m", "moesim", "sweep", str(grid), "-o", str(tmp_path / "dask.parquet"),
-                              "--scheduler", address, "--quiet"], capture_output=True, text=True, timeout=300)
+                              "--scheduler", address, "--quiet"], capture_output=True, text=True, timeout=300, cwd=REPO)
         assert res.returncode == 0, res.stderr
         run_sweep(load_grid(grid), tmp_path / "serial.parquet", workers=1)
         pd.testing.assert_frame_equal(_content(tmp_path / "serial.parquet"), _content(tmp_path / "dask.parquet"))
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _stop(procs)
+
+
+def test_dask_sweep_survives_a_killed_worker(grid_file: Callable[..., Path], tmp_path: Path) -> None:
+    """One of two workers is killed (SIGKILL) while the sweep runs: the scheduler gives its
+    points to the other worker and the table is still the serial one, no point lost or doubled."""
+    heavy = GRID.replace("tokens = [64, 128]", "tokens = [1024, 2048, 3072, 4096]").replace(
+        "policy = [\"estream\", \"resident\"]", "policy = [\"estream\", \"resident\", \"layer-b2\"]")
+    grid = grid_file(heavy)
+    total = len(load_grid(grid).points)
+    out = tmp_path / "dask.parquet"
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        address = _cluster(tmp_path, 2, procs)
+        sweep_proc = subprocess.Popen([sys.executable, "-m", "moesim", "sweep", str(grid), "-o", str(out),
+                                       "--scheduler", address, "--quiet"], stderr=subprocess.PIPE, cwd=REPO)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(list(parts_dir(out).glob("*.json"))) < 2:
+            time.sleep(0.05)
+        done_at_kill = len(list(parts_dir(out).glob("*.json")))
+        os.kill(procs[1].pid, signal.SIGKILL)
+        _, err = sweep_proc.communicate(timeout=300)
+        assert sweep_proc.returncode == 0, err.decode()
+        assert done_at_kill < total, "the sweep ended before the worker was killed: make the grid heavier"
+        run_sweep(load_grid(grid), tmp_path / "serial.parquet", workers=1)
+        pd.testing.assert_frame_equal(_content(tmp_path / "serial.parquet"), _content(out))
+    finally:
+        _stop(procs)

@@ -48,6 +48,25 @@ class SweepCase:
     best: Config
     samples: dict[Config, list[float]]
     predicted: dict[Config, float]          # the max-plus evaluator's makespan (s) of every configuration
+    duel: tuple[list[float], list[float]] | None = None   # chosen vs best, alternating runs after the sweep
+
+    @property
+    def duel_p(self) -> float | None:
+        """Two-sided sign test over the alternating runs (pairs in run order): the probability of a
+        split at least this uneven if the two configurations were equally fast."""
+        if self.duel is None:
+            return None
+        from scipy.stats import binomtest
+
+        wins = sum(a < b for a, b in zip(*self.duel))
+        return float(binomtest(wins, len(self.duel[0])).pvalue)
+
+    @property
+    def indistinguishable(self) -> bool:
+        """The chosen configuration is the measured minimum, or the alternating runs cannot tell
+        it from the measured minimum (sign test p > 0.05)."""
+        p = self.duel_p
+        return self.chosen == self.best or (p is not None and p > 0.05)
 
     def measured(self, cfg: Config) -> float:
         return min(self.samples[cfg])
@@ -82,7 +101,10 @@ class SweepCase:
 
 
 def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.ndarray, arena_experts: list[int],
-          workdir: Path, repeats: int = 2) -> list[SweepCase]:
+          workdir: Path, repeats: int = 2, duel_rounds: int = 0) -> list[SweepCase]:
+    """Measure every configuration of the largest budget's space ``repeats`` times (round-robin),
+    then for each budget compare the auto-configurator's choice with the measured best; with
+    ``duel_rounds``, also run the choice and the best alternately that many times each."""
     from moesim.native.cpu import ExecutorConfig, ExpertShape, pack_experts, run_executor
 
     layers, experts, hidden, inter, k = shape
@@ -99,6 +121,11 @@ def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.nda
             ecfg = ExecutorConfig(cfg.group_size, cfg.banks, cfg.queue_depth, "non-ffn")
             samples.setdefault(cfg, []).append(
                 run_executor(packed, routing, ecfg, workdir=workdir / "runs").makespan_s)
+    def run(cfg: Config) -> float:
+        ecfg = ExecutorConfig(cfg.group_size, cfg.banks, cfg.queue_depth, "non-ffn")
+        return run_executor(packed, routing, ecfg, workdir=workdir / "runs").makespan_s
+
+    duels: dict[tuple[Config, Config], tuple[list[float], list[float]]] = {}
     out = []
     for n_exp in arena_experts:
         budget = n_exp * profile.st.expert_B
@@ -108,5 +135,13 @@ def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.nda
         assert choice.config in mine, "the auto-configurator chose outside its own search space"
         best = min(mine, key=lambda c: (min(mine[c]), profile.arena_B(c)))
         predicted = {c: evaluate(profile.inputs[c.group_size], c.banks, c.queue_depth, "non-ffn") / 1e9 for c in mine}
-        out.append(SweepCase(n_exp, choice.config, choice.ttft_ns / 1e9, best, mine, predicted))
+        pair = (choice.config, best)
+        if duel_rounds and choice.config != best and pair not in duels:
+            a_runs: list[float] = []
+            b_runs: list[float] = []
+            for _ in range(duel_rounds):
+                a_runs.append(run(choice.config))
+                b_runs.append(run(best))
+            duels[pair] = (a_runs, b_runs)
+        out.append(SweepCase(n_exp, choice.config, choice.ttft_ns / 1e9, best, mine, predicted, duels.get(pair)))
     return out

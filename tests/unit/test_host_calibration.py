@@ -97,7 +97,7 @@ def test_autoconfig_sweep_measures_every_configuration(tmp_path) -> None:  # typ
     shape = (2, 4, 256, 128, 2)
     rng = np.random.default_rng(0)
     routing = np.array([[rng.choice(4, size=2, replace=False) for _ in range(2)] for _ in range(8)], dtype=np.int16)
-    cases = sweep(profile, shape, routing, [2, 4], tmp_path / "work", repeats=2)
+    cases = sweep(profile, shape, routing, [2, 4], tmp_path / "work", repeats=2, duel_rounds=3)
     stored = build_profile(host_service_times(profile, executor_model(*shape), routing, 256))
     for case in cases:
         assert set(case.samples) == set(space(stored, case.arena_experts * stored.st.expert_B))
@@ -106,6 +106,12 @@ def test_autoconfig_sweep_measures_every_configuration(tmp_path) -> None:  # typ
         assert case.best_measured_s == min(min(v) for v in case.samples.values())
         assert case.regret >= 0 and case.resolution >= 0
         assert len(case.round_minima()) == 2
+        if case.chosen == case.best:
+            assert case.duel is None and case.indistinguishable
+        else:
+            assert case.duel is not None and [len(v) for v in case.duel] == [3, 3]
+            p = case.duel_p
+            assert p is not None and 0 < p <= 1 and case.indistinguishable == (p > 0.05)
 
 
 def test_disk_deciles_round_trip_and_expected_prediction(tmp_path) -> None:  # type: ignore[no-untyped-def]

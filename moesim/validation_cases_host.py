@@ -79,11 +79,25 @@ def _mape(mode: Mode) -> Callable[[], float]:
     return run
 
 
+def _where() -> str:
+    """'<machine>, <date>' of the committed measurement, or 'this machine' before the first one."""
+    from moesim.calibrate.host_runs import RUNS_CSV
+
+    try:
+        row = pd.read_csv(RUNS_CSV, nrows=1).iloc[0]
+        return f"{row['machine']}, measured {row['measured_at']}"
+    except (OSError, KeyError, IndexError, pd.errors.ParserError):
+        return "this machine"
+
+
 def host_cases() -> list[Case]:
     from moesim.calibrate.host_runs import CASES
 
-    src = f"mean |error| of the predicted makespan over the {len(CASES)} executor cases (issue acceptance: <= 10%)"
-    mean_src = ("native executor on this machine, mean of repeats (validation/host_executor_runs.csv); predicted as "
+    where = _where()
+
+    src = (f"mean |error| of the predicted makespan over the {len(CASES)} executor cases on {where} "
+           "(issue acceptance: <= 10%)")
+    mean_src = (f"native executor on {where}, mean of repeats (validation/host_executor_runs.csv); predicted as "
                 "the mean over the profile's disk-rate deciles (the disk as a random variable)")
     out = [Case("host/makespan-mape", 0.0, src, 0.0, "range", _mape("median"), fitted_to=False, unit="MAPE",
                 low=0.0, high=0.10),
@@ -92,7 +106,7 @@ def host_cases() -> list[Case]:
            Case("host/makespan-mape-mean", 0.0, src + "; means of runs against predictions over the disk deciles",
                 0.0, "range", _mape("mean"), fitted_to=False, unit="MAPE", low=0.0, high=0.10)]
     for c in CASES:
-        src = "native executor on this machine, median of repeats (validation/host_executor_runs.csv)"
+        src = f"native executor on {where}, median of repeats (validation/host_executor_runs.csv)"
         out.append(Case(f"{c.name}/makespan", 0.0, src, 0.10, "relative", _pred(c.name, 0), fitted_to=False,
                         unit="s", reference_fn=_ref(c.name, "makespan_s_median")))
         out.append(Case(f"{c.name}/bubble", 0.0, src, 0.05, "absolute", _pred(c.name, 1), fitted_to=False,

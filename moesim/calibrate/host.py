@@ -32,7 +32,7 @@ from moesim.spec.model import GQAttention, ModelSpec, MoEShape, WeightRecipe
 from moesim.workloads.prefill import run_stream_prefill
 
 __all__ = ["HostFit", "fit_host", "host_backend", "host_ufs", "executor_model", "predict_executor",
-           "render_host_profile"]
+           "render_host_profile", "describe_machine"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,25 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def _block_device(path: Path) -> str:
+    """The block device under ``path`` (``vda``, ``nvme0n1p2``...) and its driver, from sysfs."""
+    try:
+        st = os.stat(path)
+        node = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}").resolve()
+        disk = node.parent if (node / "partition").exists() else node
+        driver = (disk / "device" / "driver").resolve().name if (disk / "device" / "driver").exists() else ""
+        return f"{node.name} ({driver})" if driver else node.name
+    except OSError:
+        return "unknown"
+
+
+def describe_machine(workdir: Path, filesystem: str) -> str:
+    """One line naming the machine a measurement ran on: CPU, cores, memory, disk, kernel."""
+    mem_GiB = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{_cpu_model()}, {os.cpu_count() or 1} cores, {mem_GiB:.0f} GiB, disk {_block_device(workdir)} "
+            f"{filesystem}, Linux {platform.release()}")
 
 
 def _spread(fit: HostFit) -> str:
@@ -270,4 +289,5 @@ def measure_and_fit(out_dir: Path, workdir: Path, quick: bool = False) -> tuple[
     fit = with_disk_probe(fit, probe)
     paths = {"read": out_dir / "read.csv", "ffn": out_dir / "ffn.csv", "nonffn": out_dir / "nonffn.csv",
              "stream_probe": out_dir / "stream_probe.csv"}
-    return fit, paths, read.meta.get("filesystem", "unknown"), read.meta.get("device", "unknown")
+    device = read.meta.get("device", "unknown")
+    return fit, paths, read.meta.get("filesystem", "unknown"), _block_device(workdir) if device == "unknown" else device

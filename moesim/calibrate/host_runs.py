@@ -8,6 +8,7 @@ seeded skewed random routing for the small shape, so every machine replays the s
 from __future__ import annotations
 
 import statistics
+from datetime import datetime, timezone
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from moesim.calibrate.host import busy_ns, executor_model, predict_executor
+from moesim.calibrate.host import busy_ns, describe_machine, executor_model, predict_executor
 from moesim.spec.profiles import override_profile
 from moesim.spec.device import HostProfile
 from moesim.traces import bundled_trace_path, read_trace
@@ -115,6 +116,8 @@ def measure_cases(workdir: Path, repeats: int = 11, out: Path = RUNS_CSV,
         for case in CASES:
             runs[case.name].append(run_executor(packed[case.name], routing_for(case), configs[case.name],
                                                 workdir=workdir / "runs"))
+    machine = describe_machine(workdir, runs[CASES[0].name][0].filesystem)
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []
     for case in CASES:
         done = runs[case.name]
@@ -128,7 +131,7 @@ def measure_cases(workdir: Path, repeats: int = 11, out: Path = RUNS_CSV,
                      "makespan_s_mean": statistics.fmean(spans),
                      "bubble_share_mean": statistics.fmean(r.bubble_share for r in done),
                      "repeats": repeats, "direct_io": all(r.direct_io for r in done), "filesystem": done[0].filesystem,
-                     "read_GBps_median": statistics.median(rates)})
+                     "read_GBps_median": statistics.median(rates), "machine": machine, "measured_at": stamp})
     table = pd.DataFrame(rows)
     tmp = out.with_suffix(".csv.tmp")
     table.to_csv(tmp, index=False)

@@ -151,3 +151,14 @@ def test_bad_disk_deciles_are_refused(tmp_path, line: str, message: str) -> None
     path.write_text(text)
     with pytest.raises(InputError, match=message.replace("[", r"\[")):
         load_profile(path)
+
+
+def test_machine_description_names_cpu_cores_disk_and_kernel(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import platform
+
+    from moesim.calibrate.host import describe_machine
+
+    text = describe_machine(tmp_path, "ext4")
+    assert f"{os.cpu_count()} cores" in text and "disk " in text and "ext4" in text
+    assert text.endswith(f"Linux {platform.release()}")

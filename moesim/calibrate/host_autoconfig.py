@@ -2,8 +2,9 @@
 against an exhaustive *measured* sweep of the native executor over the same space.
 
 The reproduction of the published evaluation (BRIEF.md section 1) on a machine we have:
-for each memory budget, every (G, B, Q) of the space is run on the executor (median of
-repeats); the choice's measured makespan is compared with the best measured one.
+every (G, B, Q) of the largest budget's space is run on the executor (rounds round-robin,
+fastest round kept); per budget, the choice's measured makespan is compared with the best
+measured one, and optionally the two are run alternately head to head.
 """
 
 from __future__ import annotations

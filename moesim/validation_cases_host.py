@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -35,7 +35,8 @@ def _measured() -> dict[str, dict[str, Any]]:
     return {str(r["case"]): dict(r) for r in pd.read_csv(RUNS_CSV).to_dict("records")}
 
 
-Mode = str   # "median": profile's median disk rate; "given-io": the runs' own rate; "mean": over the disk deciles
+#: "median": the profile's median disk rate; "given-io": the runs' own rate; "mean": over the disk deciles
+Mode = Literal["median", "given-io", "mean"]
 
 
 @cache

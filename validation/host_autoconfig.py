@@ -22,6 +22,8 @@ import numpy as np
 
 from moesim.calibrate.host import describe_machine
 from moesim.calibrate.host_autoconfig import SweepCase, sweep
+from moesim.errors import MoesimError
+from moesim.policies.autoconfig import Config
 from moesim.spec.device import HostProfile
 from moesim.spec.profiles import load_profile
 
@@ -39,8 +41,8 @@ def routing(tokens: int) -> np.ndarray:
                      for _ in range(tokens)], dtype=np.int16)
 
 
-def _cfg(c: object) -> str:
-    return f"G={c.group_size} B={c.banks} Q={c.queue_depth}"  # type: ignore[attr-defined]
+def _cfg(c: Config) -> str:
+    return f"G={c.group_size} B={c.banks} Q={c.queue_depth}"
 
 
 def report(cases: list[SweepCase], args: argparse.Namespace, wall_s: float, disk: str) -> tuple[str, str]:
@@ -99,10 +101,17 @@ def main() -> int:
     parser.add_argument("--duel-rounds", type=int, default=10)
     parser.add_argument("--workdir", default="/var/tmp/moesim-host")
     args = parser.parse_args()
-    profile = load_profile("host")
-    assert isinstance(profile, HostProfile)
-    t0 = time.perf_counter()
-    cases = sweep(profile, SHAPE, routing(args.tokens), BUDGETS, Path(args.workdir), args.repeats, args.duel_rounds)
+    try:
+        if args.tokens < 1:
+            raise MoesimError(f"--tokens must be an integer >= 1, got {args.tokens}")
+        profile = load_profile("host")
+        assert isinstance(profile, HostProfile)
+        t0 = time.perf_counter()
+        cases = sweep(profile, SHAPE, routing(args.tokens), BUDGETS, Path(args.workdir), args.repeats,
+                      args.duel_rounds)
+    except MoesimError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     disk = (f"{describe_machine(Path(args.workdir), profile.storage.filesystem)}, host profile disk "
             f"{profile.storage.require('effective_read_bw_GBps', profile.name):.3f} GB/s")
     md, csv = report(cases, args, time.perf_counter() - t0, disk)

@@ -218,8 +218,10 @@ def probe_stream_bw(workdir: Path, layers: int = 4, experts: int = 64, hidden: i
     return probe_rate(table), table
 
 
-def _probe_runs(table: pd.DataFrame) -> pd.DataFrame:
-    return table.groupby(["repeat", "group_size", "queue_depth"]).agg(b=("bytes", "sum"), t=("run_busy_ns", "first"))
+def _run_rates(table: pd.DataFrame) -> pd.Series:
+    """GB/s of each probe run: its bytes over the time at least one of its reads was in flight."""
+    runs = table.groupby(["repeat", "group_size", "queue_depth"]).agg(b=("bytes", "sum"), t=("run_busy_ns", "first"))
+    return runs.b / runs.t
 
 
 def probe_rate(table: pd.DataFrame) -> float:
@@ -227,20 +229,19 @@ def probe_rate(table: pd.DataFrame) -> float:
     its runs' rates. These disks switch between about 1.2 and 2.8 GB/s from one run to the
     next; the validation compares medians of repeated runs, and a run's makespan falls as its
     disk rate rises, so the median run rate is the statistic that predicts the median run."""
-    runs = _probe_runs(table)
-    return float((runs.b / runs.t).median())
+    return float(_run_rates(table).median())
 
 
 def probe_spread(table: pd.DataFrame) -> tuple[float, float]:
     """(min, max) GB/s of the probe's individual runs: how much the disk varied meanwhile."""
-    rates = _probe_runs(table).pipe(lambda r: r.b / r.t)
+    rates = _run_rates(table)
     return float(rates.min()), float(rates.max())
 
 
 def probe_deciles(table: pd.DataFrame) -> tuple[float, ...]:
     """10th, 20th, ..., 90th percentile GB/s of the probe's run rates: the disk as a random
     variable, for predictions of expected (mean) run times."""
-    rates = _probe_runs(table).pipe(lambda r: r.b / r.t).to_numpy(float)
+    rates = _run_rates(table).to_numpy(float)
     return tuple(float(round(v, 4)) for v in np.quantile(rates, np.linspace(0.1, 0.9, 9)))
 
 

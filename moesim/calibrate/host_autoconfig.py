@@ -18,6 +18,7 @@ from moesim.calibrate.host import executor_model, host_backend, host_ufs
 from moesim.cost.maxplus import evaluate
 from moesim.cost.ops import expert_op
 from moesim.cost.pipeline import ServiceTimes, ns_int
+from moesim.errors import InputError
 from moesim.policies.autoconfig import Config, StoredProfile, build_profile, select, space
 from moesim.simulate import routing_counts
 from moesim.spec.device import HostProfile
@@ -108,23 +109,29 @@ def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.nda
     ``duel_rounds``, also run the choice and the best alternately that many times each."""
     from moesim.native.cpu import ExecutorConfig, ExpertShape, pack_experts, run_executor
 
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise InputError("repeats", "must be an integer >= 1", repeats)
+    if isinstance(duel_rounds, bool) or not isinstance(duel_rounds, int) or duel_rounds < 0:
+        raise InputError("duel_rounds", "must be an integer >= 0", duel_rounds)
+    if not arena_experts or any(n < 1 for n in arena_experts):
+        raise InputError("arena_experts", "must be a non-empty list of integers >= 1", arena_experts)
     layers, experts, hidden, inter, k = shape
     model = executor_model(layers, experts, hidden, inter, k)
     profile: StoredProfile = build_profile(host_service_times(p, model, routing, hidden))
     workdir.mkdir(parents=True, exist_ok=True)
     packed = pack_experts(workdir / f"pack-{layers}x{experts}-{hidden}x{inter}.bin",
                           ExpertShape(layers, experts, hidden, inter))
+
+    def run(cfg: Config) -> float:
+        ecfg = ExecutorConfig(cfg.group_size, cfg.banks, cfg.queue_depth, "non-ffn")
+        return run_executor(packed, routing, ecfg, workdir=workdir / "runs").makespan_s
+
     samples: dict[Config, list[float]] = {}
     largest = max(arena_experts) * profile.st.expert_B
     everything = sorted(space(profile, largest))
     for _ in range(repeats):          # round-robin over configurations: drift hits all alike
         for cfg in everything:
-            ecfg = ExecutorConfig(cfg.group_size, cfg.banks, cfg.queue_depth, "non-ffn")
-            samples.setdefault(cfg, []).append(
-                run_executor(packed, routing, ecfg, workdir=workdir / "runs").makespan_s)
-    def run(cfg: Config) -> float:
-        ecfg = ExecutorConfig(cfg.group_size, cfg.banks, cfg.queue_depth, "non-ffn")
-        return run_executor(packed, routing, ecfg, workdir=workdir / "runs").makespan_s
+            samples.setdefault(cfg, []).append(run(cfg))
 
     duels: dict[tuple[Config, Config], tuple[list[float], list[float]]] = {}
     out = []

@@ -162,3 +162,21 @@ def test_machine_description_names_cpu_cores_disk_and_kernel(tmp_path) -> None: 
     text = describe_machine(tmp_path, "ext4")
     assert f"{os.cpu_count()} cores" in text and "disk " in text and "ext4" in text
     assert text.endswith(f"Linux {platform.release()}")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"repeats": 0}, "repeats must be an integer >= 1, got 0"),
+    ({"duel_rounds": -1}, "duel_rounds must be an integer >= 0, got -1"),
+    ({"arena": []}, "arena_experts must be a non-empty list of integers >= 1"),
+])
+def test_autoconfig_sweep_rejects_bad_counts(tmp_path, kwargs, message) -> None:  # type: ignore[no-untyped-def]
+    from moesim.calibrate.host_autoconfig import sweep
+    from moesim.errors import InputError
+
+    profile = load_profile("host")
+    routing = np.zeros((4, 2, 2), dtype=np.int16)
+    routing[:, :, 1] = 1
+    arena = kwargs.pop("arena", [2])
+    with pytest.raises(InputError, match=message.replace("[", r"\[")):
+        sweep(profile, (2, 4, 256, 128, 2), routing, arena, tmp_path, **kwargs)  # type: ignore[arg-type]
+    assert not any(tmp_path.iterdir())     # refused before anything was written

@@ -18,7 +18,7 @@ from moesim.spec.model import ModelSpec
 from moesim.traces.model import RoutingTrace, SegmentInfo, TraceMeta, check_routing
 from moesim.traces.paths import shared_traces_dir
 
-__all__ = ["ImportReport", "ReportBuilder", "Segment", "Provenance", "read_jsonl", "check_topk",
+__all__ = ["ImportReport", "ReportBuilder", "Segment", "Provenance", "read_jsonl", "read_jsonl_head", "check_topk",
            "check_weights", "build_trace", "as_int", "shown"]
 
 
@@ -181,3 +181,12 @@ def build_trace(segments: Sequence[Segment], layers: Sequence[int], model: Model
         token_ids=_cat([s.token_ids for s in segments], np.int32))
     check_routing(trace, source)
     return trace.with_meta(import_report=report.finish(trace).model_dump(mode="json"))
+
+
+def read_jsonl_head(path: Path) -> tuple[tuple[int, Any], Iterator[tuple[int, Any]]]:
+    """The first record of a JSONL file (an InputError when the file is empty) and the rest."""
+    lines = read_jsonl(path)
+    head = next(lines, None)
+    if head is None:
+        raise InputError("file", "must not be empty", "empty", source=str(path))
+    return head, lines

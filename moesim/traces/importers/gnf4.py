@@ -20,7 +20,7 @@ import numpy as np
 from moesim.errors import InputError
 from moesim.spec.model import ModelSpec
 from moesim.traces.importers._common import (
-    Provenance, ReportBuilder, Segment, as_int, build_trace, check_topk, read_jsonl,
+    Provenance, ReportBuilder, Segment, as_int, build_trace, check_topk, read_jsonl_head,
 )
 from moesim.traces.model import DECODE, RoutingTrace
 
@@ -69,10 +69,7 @@ def _meta(obj: Any, path: Path, spec: ModelSpec) -> tuple[str, str, int]:
 
 
 def _read_file(path: Path, spec: ModelSpec, report: ReportBuilder) -> _File:
-    lines = read_jsonl(path)
-    head = next(lines, None)
-    if head is None:
-        raise InputError("file", "must not be empty", "empty", source=str(path))
+    head, lines = read_jsonl_head(path)
     prompt, model, k = _meta(head[1], path, spec)
     n_layers, n_exp = spec.num_moe_layers, spec.moe.num_routed_experts
     keys = [str(i) for i in range(n_layers)]

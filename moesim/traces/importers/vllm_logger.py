@@ -24,7 +24,7 @@ import numpy as np
 from moesim.errors import InputError
 from moesim.spec.model import ModelSpec
 from moesim.traces.importers._common import (
-    Provenance, ReportBuilder, Segment, as_int, build_trace, check_topk, check_weights, read_jsonl,
+    Provenance, ReportBuilder, Segment, as_int, build_trace, check_topk, check_weights, read_jsonl_head,
 )
 from moesim.traces.model import DECODE, PREFILL, RoutingTrace
 
@@ -63,10 +63,7 @@ def _meta(obj: Any, spec: ModelSpec, path: Path) -> tuple[int, str, str]:
 
 
 def _read(path: Path, spec: ModelSpec, report: ReportBuilder) -> _Log:
-    lines = read_jsonl(path)
-    head = next(lines, None)
-    if head is None:
-        raise InputError("file", "must not be empty", "empty", source=str(path))
+    head, lines = read_jsonl_head(path)
     layer, model_id, how = _meta(head[1], spec, path)
     k, n_exp = spec.moe.top_k, spec.moe.num_routed_experts
     passes: list[tuple[list[list[int]], list[list[float]]]] = []

@@ -8,11 +8,11 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from moesim.errors import InputError, MoesimError, NotFittedError
-from moesim.spec.catalog import list_models, load_model
-from moesim.spec.device import GPUServerProfile, MobileNPUProfile
-from moesim.spec.formats import WeightFormat, tensor_bytes
-from moesim.spec.model import ModelSpec
-from moesim.spec.profiles import list_profiles, load_profile, profile_hash
+from moesim.config.catalog import list_models, load_model
+from moesim.config.device import GPUServerProfile, MobileNPUProfile
+from moesim.config.formats import WeightFormat, tensor_bytes
+from moesim.config.model import ModelSpec
+from moesim.config.profiles import list_profiles, load_profile, profile_hash
 
 __all__ = [
     "__version__",

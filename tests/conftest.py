@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from moesim.cli import main
-from moesim.spec.profiles import profile_dir
+from moesim.config.profiles import profile_dir
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -68,7 +68,7 @@ def tiny_profile():  # type: ignore[no-untyped-def]
     """The phone profile with every number set (the pending ones at round test values),
     so simulations run without depending on the current calibration."""
     from moesim.calibrate.estream import with_values
-    from moesim.spec.profiles import load_profile
+    from moesim.config.profiles import load_profile
 
     values = {"htp.hmx_fp16_TFLOPS": 2.0, "htp.q4_0_dequant_GBps": 8.0, "htp.call_overhead_us": 20.0,
               "ufs.effective_read_bw_GBps": 4.0, "cpu.q4_0_gemm_GFLOPS": 200.0,

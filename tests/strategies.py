@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from moesim.spec.model import GQAttention, ModelSpec, MoEShape, WeightRecipe
-from moesim.spec.formats import WeightFormat
+from moesim.config.model import GQAttention, ModelSpec, MoEShape, WeightRecipe
+from moesim.config.formats import WeightFormat
 
 
 @st.composite

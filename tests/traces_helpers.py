@@ -71,7 +71,7 @@ def make_trace(experts: list[list[list[int]]] | np.ndarray, segments: list[int],
 
 def random_trace(model: str, tokens: int, segments: list[int], seed: int = 0) -> RoutingTrace:
     """Uniform-random routing with every recorded layer of ``model`` (a catalog name)."""
-    from moesim.spec.catalog import load_model
+    from moesim.config.catalog import load_model
 
     spec = load_model(model)
     rng = np.random.default_rng(seed)

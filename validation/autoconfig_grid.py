@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from moesim.autoconfig.run import arena_budget, autoconfigure, exhaustive, prepare, simulate_config
-from moesim.policies.autoconfig import select
+from moesim.policies.prefill.search import select
 from moesim.units import GiB
 
 MODELS = ["olmoe-1b-7b", "flame-moe-290m", "gpt-oss-20b"]

@@ -13,8 +13,8 @@ import argparse
 import statistics
 import time
 
-from moesim.simulate import mobile_profile, simulate_prefill
-from moesim.spec.run import EStreamPolicy, PrefillRun
+from moesim.simulate.prefill import mobile_profile, simulate_prefill
+from moesim.config.prefill import EStreamPolicy, PrefillRun
 from moesim.traces.sources import default_trace
 
 

@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from moesim.simulate_spec import resolve_trace, simulate_specdecode
-from moesim.spec.catalog import load_model
-from moesim.spec.spec_run import SpecDecodeRun
+from moesim.simulate.specdecode import resolve_trace, simulate_specdecode
+from moesim.config.catalog import load_model
+from moesim.config.specdecode import SpecDecodeRun
 
 OUT = Path(__file__).resolve().parent / "specdecode_bench.md"
 CASES = (("confidence", "oracle"), ("ecospec", "oracle"), ("ecospec", "accuracy"), ("global-cost", "accuracy"),

@@ -4,7 +4,7 @@
 
 1. Fits the draft's mean top-1 logit to alpha = 1.88 and the context-free share of non-true
    draft routing to E = 11.6 (gpt-oss-120b, its real trace, confidence, gamma 4, seed 0) and
-   fails when they disagree with the defaults in moesim/spec/spec_run.py (update those).
+   fails when they disagree with the defaults in moesim/config/specdecode.py (update those).
 2. Solves the per-active-expert and per-layer runtime costs of h200x8-hf for T_verify =
    0.113 s and AR = 0.081 s/token (per-step cost assumed), writes them with provenance, and
    writes the stated what-if assumptions of h200x8-fused.
@@ -12,7 +12,7 @@
    second model's equation, not used in the fit), and writes validation/specdecode_fit.md.
 4. Without refitting, predicts the held-back rules, the sensitivity to the routing of
    non-true drafts, a gamma sweep, the fused what-if and a synthetic Qwen3-235B comparison
-   (moesim.validation_cases_spec): writes validation/specdecode_predictions.{md,csv}.
+   (moesim.validate.specdecode): writes validation/specdecode_predictions.{md,csv}.
 Needs ../shared/traces (the real gpt-oss-120b trace); refuses to fit on a synthetic one.
 ``--predict-only`` skips steps 1-3.
 """
@@ -28,13 +28,13 @@ from typing import Any
 from moesim.calibrate.ecospec import (ASSUMED_PER_STEP_MS, DraftFit, RuntimeFit, calibration_run, fit_draft,
                                       fit_runtime, write_fit, write_fused_assumptions)
 from moesim.cost.verify import ar_time, forward_bytes, verify_params
-from moesim.simulate_spec import replay_run
-from moesim.spec.catalog import load_model
-from moesim.spec.device import GPUServerProfile
-from moesim.spec.profiles import load_profile, override_profile, profile_dir
-from moesim.spec.spec_run import FITTED_CONTEXT_FREE_SHARE, FITTED_TOP1_LOGIT
+from moesim.simulate.specdecode import replay_run
+from moesim.config.catalog import load_model
+from moesim.config.device import GPUServerProfile
+from moesim.config.profiles import load_profile, override_profile, profile_dir
+from moesim.config.specdecode import FITTED_CONTEXT_FREE_SHARE, FITTED_TOP1_LOGIT
 from moesim.traces.sources import default_trace
-from moesim.validation_cases_spec import KEYS, QWEN3_PUBLISHED, prediction_rows, qwen3_synthetic_rows
+from moesim.validate.specdecode import KEYS, QWEN3_PUBLISHED, prediction_rows, qwen3_synthetic_rows
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "specdecode_fit.md"
@@ -60,7 +60,7 @@ def main() -> int:
           f" -> alpha {draft.acceptance_length:.4f}, E {draft.mean_active_experts:.4f}")
     if abs(draft.top1_logit_mean - FITTED_TOP1_LOGIT) > 0.02 or \
             abs(draft.context_free_share - FITTED_CONTEXT_FREE_SHARE) > 0.01:
-        print(f"defaults in moesim/spec/spec_run.py differ ({FITTED_TOP1_LOGIT}, {FITTED_CONTEXT_FREE_SHARE}): "
+        print(f"defaults in moesim/config/specdecode.py differ ({FITTED_TOP1_LOGIT}, {FITTED_CONTEXT_FREE_SHARE}): "
               "update FITTED_TOP1_LOGIT / FITTED_CONTEXT_FREE_SHARE")
         return 1
     rep = replay_run(calibration_run())

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from moesim.calibrate.hvx import HELD_OUT_TOLERANCE, fit, measure, provenance, read_csv, write_csv, write_packet_model
 from moesim.cost import hvx
-from moesim.simulate import mobile_profile
+from moesim.simulate.prefill import mobile_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 CSV = ROOT / "validation" / "hexagon_packets.csv"

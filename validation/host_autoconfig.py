@@ -23,9 +23,9 @@ import numpy as np
 from moesim.calibrate.host import describe_machine
 from moesim.calibrate.host_autoconfig import SweepCase, sweep
 from moesim.errors import MoesimError
-from moesim.policies.autoconfig import Config
-from moesim.spec.device import HostProfile
-from moesim.spec.profiles import load_profile
+from moesim.policies.prefill.search import Config
+from moesim.config.device import HostProfile
+from moesim.config.profiles import load_profile
 
 HERE = Path(__file__).resolve().parent
 SHAPE = (8, 16, 2048, 1024, 2)

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from moesim.errors import MoesimError
-from moesim.simulate import simulate_prefill
-from moesim.spec.run import (CPUPolicy, EStreamPolicy, LayerB2Policy, MmapPolicy, NaivePolicy, PrefillRun,
+from moesim.simulate.prefill import simulate_prefill
+from moesim.config.prefill import (CPUPolicy, EStreamPolicy, LayerB2Policy, MmapPolicy, NaivePolicy, PrefillRun,
                              ResidentPolicy)
 
 MODELS = ["olmoe-1b-7b", "deepseek-v2-lite", "lfm2.5-8b-a1b", "qwen3-30b-a3b", "mixtral-8x7b"]

@@ -7,7 +7,7 @@ from pathlib import Path
 from moesim.autoconfig.run import AutoconfigCase, arena_budget
 from moesim.cost.maxplus import Gate
 from moesim.errors import InputError
-from moesim.policies.autoconfig import select
+from moesim.policies.prefill.search import select
 from moesim.units import GiB
 
 __all__ = ["tradeoff_points", "plot_tradeoff"]

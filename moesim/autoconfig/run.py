@@ -17,15 +17,15 @@ from moesim.cost.maxplus import Gate
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
 from moesim.errors import InputError
-from moesim.policies.autoconfig import Choice, Config, StoredProfile, build_profile, select, space
-from moesim.simulate import base_memory, mobile_profile, routing_counts, simulate_routing
-from moesim.spec.catalog import load_model
-from moesim.spec.device import MobileNPUProfile
-from moesim.spec.model import ModelSpec
-from moesim.spec.run import EStreamPolicy, PrefillRun
+from moesim.policies.prefill.search import Choice, Config, StoredProfile, build_profile, select, space
+from moesim.simulate.prefill import base_memory, mobile_profile, routing_counts, simulate_routing
+from moesim.config.catalog import load_model
+from moesim.config.device import MobileNPUProfile
+from moesim.config.model import ModelSpec
+from moesim.config.prefill import EStreamPolicy, PrefillRun
 from moesim.traces.sources import prompt_routing
 from moesim.autoconfig.store import load_service_times, profile_key, save_service_times
-from moesim.spec.profiles import profile_hash
+from moesim.config.profiles import profile_hash
 from moesim.units import GiB
 
 __all__ = ["AutoconfigCase", "prepare", "autoconfigure", "exhaustive", "arena_budget"]

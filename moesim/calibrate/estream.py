@@ -23,10 +23,10 @@ from scipy.optimize import brentq, least_squares
 from moesim.calibrate.profile_edit import set_profile_value
 from moesim.cost.ops import expert_op
 from moesim.cost.params import cpu_backend, npu_backend
-from moesim.spec.catalog import load_model
-from moesim.spec.device import MobileNPUProfile
-from moesim.spec.profiles import override_profile
-from moesim.spec.run import EStreamPolicy, PrefillRun
+from moesim.config.catalog import load_model
+from moesim.config.device import MobileNPUProfile
+from moesim.config.profiles import override_profile
+from moesim.config.prefill import EStreamPolicy, PrefillRun
 
 __all__ = ["Target", "ESTREAM_TARGETS", "FIT_FIELDS", "FitResult", "with_values", "predict", "fit_estream",
            "fit_cpu_gemm", "write_fit", "NPU_VS_CPU", "CALIBRATED_AT"]
@@ -85,7 +85,7 @@ def with_values(profile: MobileNPUProfile, values: dict[str, float]) -> MobileNP
 
 def predict(profile: MobileNPUProfile, target: Target, group_size: int | None = None,
             banks: int | None = None) -> float:
-    from moesim.simulate import simulate_prefill
+    from moesim.simulate.prefill import simulate_prefill
 
     policy = EStreamPolicy.model_validate({"prefetch": target.prefetch, "group_size": group_size, "banks": banks})
     run = PrefillRun(model=target.model, device=profile.name, tokens=target.tokens, policy=policy)

@@ -19,10 +19,10 @@ from moesim.cost.maxplus import evaluate
 from moesim.cost.ops import expert_op
 from moesim.cost.pipeline import ServiceTimes, ns_int
 from moesim.errors import InputError
-from moesim.policies.autoconfig import Config, StoredProfile, build_profile, select, space
-from moesim.simulate import routing_counts
-from moesim.spec.device import HostProfile
-from moesim.spec.model import ModelSpec
+from moesim.policies.prefill.search import Config, StoredProfile, build_profile, select, space
+from moesim.simulate.prefill import routing_counts
+from moesim.config.device import HostProfile
+from moesim.config.model import ModelSpec
 
 __all__ = ["SweepCase", "host_service_times", "sweep"]
 

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from moesim.calibrate.host import busy_ns, describe_machine, executor_model, predict_executor
-from moesim.spec.profiles import override_profile
-from moesim.spec.device import HostProfile
+from moesim.config.profiles import override_profile
+from moesim.config.device import HostProfile
 from moesim.traces import bundled_trace_path, read_trace
 
 __all__ = ["ExecutorCase", "CASES", "routing_for", "measure_cases", "predict_case", "predict_case_expected",

@@ -6,8 +6,8 @@ import click
 
 from moesim.cli.output import emit_json, emit_table, fmt_num
 from moesim.report.catalog import model_record, profile_record, profile_rows
-from moesim.spec.catalog import list_models, load_model
-from moesim.spec.profiles import list_profiles, load_profile
+from moesim.config.catalog import list_models, load_model
+from moesim.config.profiles import list_profiles, load_profile
 
 __all__ = ["models", "devices"]
 

@@ -9,11 +9,11 @@ import click
 from moesim.cli.output import emit_json, emit_table
 from moesim.errors import InputError
 from moesim.results import write_json_atomic
-from moesim.simulate import mobile_profile, simulate_prefill
-from moesim.spec.device import MobileNPUProfile
-from moesim.spec.profiles import override_profile
-from moesim.spec.loading import validate_data
-from moesim.spec.run import POLICY_NAMES, PrefillRun
+from moesim.simulate.prefill import mobile_profile, simulate_prefill
+from moesim.config.device import MobileNPUProfile
+from moesim.config.profiles import override_profile
+from moesim.config.loading import validate_data
+from moesim.config.prefill import POLICY_NAMES, PrefillRun
 
 __all__ = ["prefill"]
 

@@ -10,11 +10,11 @@ import click
 from moesim.cli.output import emit_json, emit_table
 from moesim.cli.prefill_cmd import parse_overrides
 from moesim.errors import InputError
-from moesim.simulate_spec import gamma_sweep, gpu_profile, simulate_specdecode
-from moesim.spec.device import GPUServerProfile
-from moesim.spec.loading import validate_data
-from moesim.spec.profiles import override_profile
-from moesim.spec.spec_run import SELECTORS, SpecDecodeRun, parse_predictor, parse_routing
+from moesim.simulate.specdecode import gamma_sweep, gpu_profile, simulate_specdecode
+from moesim.config.device import GPUServerProfile
+from moesim.config.loading import validate_data
+from moesim.config.profiles import override_profile
+from moesim.config.specdecode import SELECTORS, SpecDecodeRun, parse_predictor, parse_routing
 
 __all__ = ["specdecode", "parse_gammas", "plot_sweep"]
 

@@ -14,7 +14,7 @@ from moesim.traces import (
     FORMATS, TargetStats, assemble_prompt, import_report, import_trace, read_trace, synthesize, trace_stats,
     write_trace,
 )
-from moesim.traces.model import PHASE_NAMES, RoutingTrace
+from moesim.traces.trace import PHASE_NAMES, RoutingTrace
 from moesim.traces.stats import TraceStats
 
 __all__ = ["trace"]

@@ -19,11 +19,11 @@ __all__ = ["validate", "calibrate"]
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def validate(only: str | None, report: str, remeasure: bool, as_json: bool) -> None:
     """Run the registered validation cases; exit 1 when any fails."""
-    from moesim.validation import render_markdown, run_cases
-    from moesim.validation_cases import registry
+    from moesim.validate.registry import render_markdown, run_cases
+    from moesim.validate.cases import registry
 
     if remeasure:
-        from moesim.validation_cases_host import remeasure_host
+        from moesim.validate.host import remeasure_host
 
         remeasure_host()
     results = run_cases(registry(), only)
@@ -57,8 +57,8 @@ def calibrate() -> None:
 def calibrate_estream(device: str, write: bool, as_json: bool) -> None:
     """Fit HMX rate, dequantisation rate, call overhead and UFS bandwidth to the EStream figures."""
     from moesim.calibrate.estream import fit_cpu_gemm, fit_estream, with_values, write_fit
-    from moesim.simulate import mobile_profile
-    from moesim.spec.profiles import profile_dir, profile_names
+    from moesim.simulate.prefill import mobile_profile
+    from moesim.config.profiles import profile_dir, profile_names
 
     profile = mobile_profile(device)
     fit = fit_estream(profile)
@@ -86,7 +86,7 @@ def calibrate_estream(device: str, write: bool, as_json: bool) -> None:
 def calibrate_host(out_dir: str, workdir: str, quick: bool, write: bool, as_json: bool) -> None:
     """Build native_ref/cpu, run its micro-benchmarks and fit the host profile."""
     from moesim.calibrate.host import measure_and_fit, render_host_profile
-    from moesim.spec.profiles import load_profile, profile_dir
+    from moesim.config.profiles import load_profile, profile_dir
 
     fit, paths, fs, dev = measure_and_fit(Path(out_dir), Path(workdir), quick)
     text = render_host_profile(fit, ", ".join(str(p) for p in paths.values()), fs, dev)

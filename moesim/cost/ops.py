@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from moesim.cost.params import Backend
-from moesim.spec.formats import tensor_bytes
-from moesim.spec.model import RECIPES, GQAttention, ModelSpec, TensorClass
+from moesim.config.formats import tensor_bytes
+from moesim.config.model import RECIPES, GQAttention, ModelSpec, TensorClass
 
 __all__ = ["OpCost", "padded", "matmul", "expert_op", "group_op", "attention_op", "layer_non_ffn",
            "is_attention_layer", "lm_head_op", "FP32_B", "FP16_B"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from moesim.cost.hvx import hvx_dequant_GBps_limit
-from moesim.spec.device import MobileNPUProfile
+from moesim.config.device import MobileNPUProfile
 
 __all__ = ["Backend", "UFSParams", "npu_backend", "cpu_backend", "ufs_params"]
 

@@ -14,7 +14,7 @@ from moesim.cost.maxplus import GroupTimes, PipelineInput
 from moesim.cost.ops import OpCost, group_op, layer_non_ffn, lm_head_op
 from moesim.cost.params import Backend, UFSParams
 
-from moesim.spec.model import ModelSpec
+from moesim.config.model import ModelSpec
 
 __all__ = ["ServiceTimes", "service_times", "pipeline_input", "ns_int"]
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from moesim.spec.device import GPUServerProfile
-from moesim.spec.model import ModelSpec, TensorClass
+from moesim.config.device import GPUServerProfile
+from moesim.config.model import ModelSpec, TensorClass
 
 __all__ = ["VerifyParams", "verify_params", "forward_time", "forward_bytes", "ar_time", "draft_time_estimate",
            "runtime_time"]

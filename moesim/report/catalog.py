@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from moesim.spec.model import RECIPES, ModelSpec
-from moesim.spec.profiles import AnyProfile, profile_hash
-from moesim.spec.sections import numeric_fields
+from moesim.config.model import RECIPES, ModelSpec
+from moesim.config.profiles import AnyProfile, profile_hash
+from moesim.config.sections import numeric_fields
 
 __all__ = ["model_record", "profile_record", "profile_rows"]
 

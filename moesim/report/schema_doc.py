@@ -13,11 +13,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from moesim.spec.catalog import list_models
-from moesim.spec.device import GPUServerProfile, HostProfile, MobileNPUProfile
-from moesim.spec.formats import FORMAT_INFO
-from moesim.spec.model import RECIPES, GQAttention, MLAttention, ModelSpec, MoEShape, WeightRecipe
-from moesim.spec.sections import PROVENANCE_KINDS, Section
+from moesim.config.catalog import list_models
+from moesim.config.device import GPUServerProfile, HostProfile, MobileNPUProfile
+from moesim.config.formats import FORMAT_INFO
+from moesim.config.model import RECIPES, GQAttention, MLAttention, ModelSpec, MoEShape, WeightRecipe
+from moesim.config.sections import PROVENANCE_KINDS, Section
 from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["render_profiles_reference", "render_models_reference", "write_reference"]
@@ -81,7 +81,7 @@ def render_profiles_reference() -> str:
 def render_models_reference() -> str:
     lines = ["# Model schema and catalog", "",
              "Generated from the pydantic models by `python -m moesim.report.schema_doc docs/reference`;",
-             "do not edit by hand. A model is a TOML file (the catalog's are in `moesim/spec/models/`);",
+             "do not edit by hand. A model is a TOML file (the catalog's are in `moesim/config/models/`);",
              "pass your own with `--model path/to/model.toml`.", ""]
     for cls in (ModelSpec, GQAttention, MLAttention, MoEShape, WeightRecipe):
         lines += [f"## {cls.__name__}", "", (cls.__doc__ or "").strip(), ""] + _field_table(cls) + [""]

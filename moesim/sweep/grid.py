@@ -2,7 +2,7 @@
 
 A grid is the cartesian product of its axes, in the order they appear in the file (the
 last axis varies fastest). Parameter names are those of the workload's run
-(:class:`moesim.spec.run.PrefillRun`, :class:`moesim.spec.spec_run.SpecDecodeRun`); a
+(:class:`moesim.config.prefill.PrefillRun`, :class:`moesim.config.specdecode.SpecDecodeRun`); a
 dotted name (``ufs.effective_read_bw_GBps``) overrides one number of the device profile.
 """
 
@@ -18,11 +18,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, create_model
 
 from moesim.errors import InputError
-from moesim.spec.catalog import load_model
-from moesim.spec.loading import read_toml, validate_data
-from moesim.spec.profiles import load_profile
-from moesim.spec.run import Prefetch
-from moesim.spec.spec_run import Selector
+from moesim.config.catalog import load_model
+from moesim.config.loading import read_toml, validate_data
+from moesim.config.profiles import load_profile
+from moesim.config.prefill import Prefetch
+from moesim.config.specdecode import Selector
 
 __all__ = ["WORKLOADS", "PrefillParams", "SpecDecodeParams", "Point", "Grid", "parse_grid", "load_grid"]
 

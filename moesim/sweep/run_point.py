@@ -12,10 +12,10 @@ from typing import Any
 
 from moesim import __version__
 from moesim.errors import InputError
-from moesim.spec.loading import validate_data
-from moesim.spec.profiles import AnyProfile, load_profile, override_profile, profile_hash
-from moesim.spec.run import PrefillRun
-from moesim.spec.spec_run import SpecDecodeRun, parse_predictor, parse_routing
+from moesim.config.loading import validate_data
+from moesim.config.profiles import AnyProfile, load_profile, override_profile, profile_hash
+from moesim.config.prefill import PrefillRun
+from moesim.config.specdecode import SpecDecodeRun, parse_predictor, parse_routing
 
 __all__ = ["run_point", "flatten_metrics", "POLICY_OPTIONS"]
 
@@ -44,7 +44,7 @@ def _profile(device: str, overrides: dict[str, float]) -> AnyProfile:
 
 
 def _prefill(params: dict[str, Any], overrides: dict[str, float]) -> dict[str, Any]:
-    from moesim.simulate import mobile_profile, simulate_prefill
+    from moesim.simulate.prefill import mobile_profile, simulate_prefill
 
     kind = params.get("policy", "estream")
     policy = {"kind": kind, **{k: params[k] for k in POLICY_OPTIONS if params.get(k) is not None
@@ -58,7 +58,7 @@ def _prefill(params: dict[str, Any], overrides: dict[str, float]) -> dict[str, A
 
 
 def _specdecode(params: dict[str, Any], overrides: dict[str, float]) -> dict[str, Any]:
-    from moesim.simulate_spec import gpu_profile, simulate_specdecode
+    from moesim.simulate.specdecode import gpu_profile, simulate_specdecode
 
     data = {k: v for k, v in params.items() if k not in ("predictor", "routing", "depth", "width")}
     data["predictor"] = parse_predictor(params.get("predictor", "oracle"))

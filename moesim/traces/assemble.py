@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from moesim.errors import InputError
-from moesim.traces.model import PHASE_NAMES, PREFILL, AssemblyPiece, AssemblyRecord, RoutingTrace, SegmentInfo
+from moesim.traces.trace import PHASE_NAMES, PREFILL, AssemblyPiece, AssemblyRecord, RoutingTrace, SegmentInfo
 
 __all__ = ["assemble_prompt"]
 

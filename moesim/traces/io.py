@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from moesim.errors import InputError
-from moesim.traces.model import PHASE_NAMES, RoutingTrace, TraceMeta, check_routing
+from moesim.traces.trace import PHASE_NAMES, RoutingTrace, TraceMeta, check_routing
 
 __all__ = ["read_trace", "write_trace", "SUFFIX", "META_KEY", "LAYERS_KEY"]
 

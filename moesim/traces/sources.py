@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from moesim.spec.model import ModelSpec
+from moesim.config.model import ModelSpec
 
 __all__ = ["REAL_SOURCES", "default_trace", "prompt_routing"]
 

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
-from moesim.traces.model import RoutingTrace
+from moesim.traces.trace import RoutingTrace
 
 __all__ = ["TraceStats", "trace_stats", "COVERAGE_WINDOWS", "UNION_WINDOWS"]
 

@@ -15,9 +15,9 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from moesim.errors import InputError
-from moesim.spec.catalog import load_model
-from moesim.spec.model import ModelSpec
-from moesim.traces.model import DECODE, PHASE_NAMES, PREFILL, RoutingTrace, SegmentInfo, TraceMeta
+from moesim.config.catalog import load_model
+from moesim.config.model import ModelSpec
+from moesim.traces.trace import DECODE, PHASE_NAMES, PREFILL, RoutingTrace, SegmentInfo, TraceMeta
 from moesim.traces.synth_fit import FitTargets, Measured, fit_params, measure
 from moesim.traces.synth_gen import GenParams, generate, segment_plan
 

@@ -21,8 +21,8 @@ from moesim.cost.ops import OpCost, expert_op, layer_non_ffn
 from moesim.cost.params import Backend, UFSParams
 from moesim.engine import Sim, ns
 from moesim.hw import ComputeUnit
-from moesim.policies.prefill import StreamPlan
-from moesim.spec.model import ModelSpec
+from moesim.policies.prefill.plan import StreamPlan
+from moesim.config.model import ModelSpec
 
 __all__ = ["CPUStats", "run_cpu_prefill"]
 

@@ -2,7 +2,7 @@
 
 Each step: the root is the trace token at position ``p`` (the last accepted, or bonus,
 token); a draft tree is proposed for positions ``p + 1 .. p + depth``; every node gets a
-routing (true nodes: the trace's next tokens; others: :mod:`moesim.policies.spec_routing`)
+routing (true nodes: the trace's next tokens; others: :mod:`moesim.policies.specdecode.routing`)
 and a predicted routing (the run's predictor); the selection rule picks ``gamma`` nodes;
 the target verifies them in one forward; the longest selected prefix of the true path is
 accepted, plus the bonus token; the next root is ``p + accepted + 1``. A request's steps
@@ -23,12 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from moesim.policies.spec_bits import Words, layer_counts
-from moesim.policies.spec_predict import PredictFn
-from moesim.policies.spec_routing import UNIFORMS_PER_NODE, draft_sources
-from moesim.policies.spec_select import path_footprints, select_confidence, select_nodes
-from moesim.policies.spec_tree import DraftTrees, TreeShape, accepted_drafts, build_trees, tree_noise
-from moesim.spec.spec_run import DraftAccuracy, DraftRouting
+from moesim.policies.specdecode.bits import Words, layer_counts
+from moesim.policies.specdecode.predict import PredictFn
+from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, draft_sources
+from moesim.policies.specdecode.select import path_footprints, select_confidence, select_nodes
+from moesim.policies.specdecode.tree import DraftTrees, TreeShape, accepted_drafts, build_trees, tree_noise
+from moesim.config.specdecode import DraftAccuracy, DraftRouting
 
 __all__ = ["ReplayInputs", "ReplayPolicy", "ReplayStats", "replay"]
 

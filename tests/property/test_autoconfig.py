@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from moesim.cost.maxplus import evaluate, lower_bound
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import pipeline_input, service_times
-from moesim.policies.autoconfig import build_profile, select, space
-from moesim.simulate import routing_counts, simulate_routing
-from moesim.spec.run import EStreamPolicy, PrefillRun
+from moesim.policies.prefill.search import build_profile, select, space
+from moesim.simulate.prefill import routing_counts, simulate_routing
+from moesim.config.prefill import EStreamPolicy, PrefillRun
 from tests.strategies import PROPERTY_SETTINGS, estream_configs, model_routings
 
 SETTINGS = PROPERTY_SETTINGS

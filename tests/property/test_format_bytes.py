@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from moesim.spec.formats import FORMAT_INFO, WeightFormat, storage_format, tensor_bytes
+from moesim.config.formats import FORMAT_INFO, WeightFormat, storage_format, tensor_bytes
 
 formats = st.sampled_from(list(WeightFormat))
 dims = st.integers(min_value=0, max_value=20_000)

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from moesim.calibrate.estream import with_values
-from moesim.simulate import simulate_routing
-from moesim.spec.run import EStreamPolicy, PrefillRun
+from moesim.simulate.prefill import simulate_routing
+from moesim.config.prefill import EStreamPolicy, PrefillRun
 from tests.strategies import PROPERTY_SETTINGS, estream_configs, model_routings
 
 SETTINGS = PROPERTY_SETTINGS

@@ -8,13 +8,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moesim.policies.spec_bits import pack_sets
-from moesim.policies.spec_select import (ecospec_scores, global_cost_scores, path_footprints, select_confidence,
+from moesim.policies.specdecode.bits import pack_sets
+from moesim.policies.specdecode.select import (ecospec_scores, global_cost_scores, path_footprints, select_confidence,
                                          select_ecospec, select_global_cost)
-from moesim.policies.spec_tree import build_trees, tree_noise, tree_shape
-from moesim.spec.spec_run import DraftAccuracy, MixtureRouting, NearbyRouting, RequestRouting, TraceRouting
+from moesim.policies.specdecode.tree import build_trees, tree_noise, tree_shape
+from moesim.config.specdecode import DraftAccuracy, MixtureRouting, NearbyRouting, RequestRouting, TraceRouting
 from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, replay
-from moesim.policies.spec_predict import table_predictor
+from moesim.policies.specdecode.predict import table_predictor
 
 SETTINGS = settings(max_examples=int(os.environ.get("MOESIM_HYPOTHESIS_EXAMPLES", "150")), deadline=None)
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from moesim.spec.catalog import load_model
+from moesim.config.catalog import load_model
 from moesim.units import GiB
 
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from moesim.spec.catalog import list_models, load_model, model_names
-from moesim.spec.model import TensorClass
+from moesim.config.catalog import list_models, load_model, model_names
+from moesim.config.model import TensorClass
 
 NAMES = ["olmoe-1b-7b", "deepseek-v2-lite", "qwen3-30b-a3b", "mixtral-8x7b", "lfm2.5-8b-a1b",
          "qwen3-235b-a22b", "gpt-oss-120b", "gpt-oss-20b", "deepseek-v3.1", "qwen1.5-moe-a2.7b",

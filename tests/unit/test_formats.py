@@ -2,7 +2,7 @@
 
 import pytest
 
-from moesim.spec.formats import FORMAT_INFO, WeightFormat, storage_format, tensor_bytes
+from moesim.config.formats import FORMAT_INFO, WeightFormat, storage_format, tensor_bytes
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import pytest
 
 from moesim.calibrate.host import executor_model, fit_host, predict_executor, render_host_profile
 from moesim.calibrate.host_runs import CASES, routing_for
-from moesim.spec.device import HostProfile
-from moesim.spec.profiles import load_profile
+from moesim.config.device import HostProfile
+from moesim.config.profiles import load_profile
 
 
 def _tables(lat_ns: float, bw: float, dq: float, rate: float, rn: float):  # type: ignore[no-untyped-def]
@@ -86,7 +86,7 @@ def test_autoconfig_sweep_measures_every_configuration(tmp_path) -> None:  # typ
     the best is the fastest measured, the choice is inside the space, regret is never negative."""
     from moesim.calibrate.host_autoconfig import host_service_times, sweep
     from moesim.native import cpu
-    from moesim.policies.autoconfig import build_profile, space
+    from moesim.policies.prefill.search import build_profile, space
 
     try:
         cpu.build()

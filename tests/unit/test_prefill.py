@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from moesim.errors import InputError
-from moesim.simulate import simulate_routing
-from moesim.spec.catalog import load_model
-from moesim.spec.run import (CPUPolicy, EStreamPolicy, LayerB2Policy, MmapPolicy, NaivePolicy, PrefillRun,
+from moesim.simulate.prefill import simulate_routing
+from moesim.config.catalog import load_model
+from moesim.config.prefill import (CPUPolicy, EStreamPolicy, LayerB2Policy, MmapPolicy, NaivePolicy, PrefillRun,
                              ResidentPolicy)
 
 

@@ -6,9 +6,9 @@ import re
 import pytest
 
 from moesim.errors import InputError, NotFittedError
-from moesim.spec.device import GPUServerProfile, MobileNPUProfile
-from moesim.spec.profiles import list_profiles, load_profile, profile_hash
-from moesim.spec.sections import Section, numeric_fields
+from moesim.config.device import GPUServerProfile, MobileNPUProfile
+from moesim.config.profiles import list_profiles, load_profile, profile_hash
+from moesim.config.sections import Section, numeric_fields
 from moesim.units import unit_of
 
 
@@ -105,7 +105,7 @@ def test_broken_profile_from_python_raises_input_error(write_profile, phone_prof
 
 
 def test_cross_field_gpu(write_profile) -> None:  # type: ignore[no-untyped-def]
-    from moesim.spec.profiles import profile_dir
+    from moesim.config.profiles import profile_dir
 
     text = (profile_dir() / "h200x8-hf.toml").read_text()
     path = write_profile(text.replace("hbm_measured_read_bw_TBps = 2.76", "hbm_measured_read_bw_TBps = 5.0"))

@@ -13,16 +13,16 @@ from moesim.cli import cli
 from moesim.cli.specdecode_cmd import specdecode
 from moesim.cost.verify import ar_time, forward_bytes, forward_time, verify_params
 from moesim.errors import InputError
-from moesim.policies.spec_bits import pack_sets
-from moesim.policies.spec_learned import fit_learned
-from moesim.policies.spec_predict import accuracy_table, topk_accuracy
-from moesim.policies.spec_routing import draft_sources
-from moesim.policies.spec_select import path_footprints, select_confidence, select_ecospec, select_global_cost
-from moesim.policies.spec_tree import TreeNoise, accepted_drafts, build_trees, tree_shape
-from moesim.simulate_spec import gpu_profile, simulate_specdecode
-from moesim.spec.catalog import load_model
-from moesim.spec.loading import validate_data
-from moesim.spec.spec_run import (DraftAccuracy, NearbyRouting, SamePositionRouting, SpecDecodeRun, TraceRouting,
+from moesim.policies.specdecode.bits import pack_sets
+from moesim.policies.specdecode.learned import fit_learned
+from moesim.policies.specdecode.predict import accuracy_table, topk_accuracy
+from moesim.policies.specdecode.routing import draft_sources
+from moesim.policies.specdecode.select import path_footprints, select_confidence, select_ecospec, select_global_cost
+from moesim.policies.specdecode.tree import TreeNoise, accepted_drafts, build_trees, tree_shape
+from moesim.simulate.specdecode import gpu_profile, simulate_specdecode
+from moesim.config.catalog import load_model
+from moesim.config.loading import validate_data
+from moesim.config.specdecode import (DraftAccuracy, NearbyRouting, SamePositionRouting, SpecDecodeRun, TraceRouting,
                                   parse_predictor, parse_routing)
 from moesim.traces import write_trace
 from tests.traces_helpers import make_trace, needs_shared, random_trace
@@ -279,8 +279,8 @@ def test_calibration_reproduces_the_published_figures() -> None:
 
 @needs_shared
 def test_specdecode_validation_cases_pass() -> None:
-    from moesim.validation import run_cases
-    from moesim.validation_cases_spec import specdecode_cases
+    from moesim.validate.registry import run_cases
+    from moesim.validate.specdecode import specdecode_cases
 
     results = run_cases(specdecode_cases())
     assert results and all(r.name.startswith("specdecode/") for r in results)

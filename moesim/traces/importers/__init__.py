@@ -13,15 +13,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from moesim.errors import InputError
-from moesim.spec.catalog import load_model
-from moesim.spec.model import ModelSpec
+from moesim.config.catalog import load_model
+from moesim.config.model import ModelSpec
 from moesim.traces.importers._common import ImportReport
 from moesim.traces.importers.flame import import_flame
 from moesim.traces.importers.gnf4 import import_gnf4
 from moesim.traces.importers.mixtral import import_mixtral
 from moesim.traces.importers.nvmoe import import_nvmoe
 from moesim.traces.importers.vllm_logger import import_vllm_logger
-from moesim.traces.model import RoutingTrace
+from moesim.traces.trace import RoutingTrace
 
 __all__ = ["FORMATS", "import_trace", "ImportReport", "import_report"]
 

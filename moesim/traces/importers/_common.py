@@ -14,8 +14,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from moesim.errors import InputError
-from moesim.spec.model import ModelSpec
-from moesim.traces.model import RoutingTrace, SegmentInfo, TraceMeta, check_routing
+from moesim.config.model import ModelSpec
+from moesim.traces.trace import RoutingTrace, SegmentInfo, TraceMeta, check_routing
 from moesim.traces.paths import shared_traces_dir
 
 __all__ = ["ImportReport", "ReportBuilder", "Segment", "Provenance", "read_jsonl", "read_jsonl_head", "check_topk",

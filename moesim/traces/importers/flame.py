@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from moesim.errors import InputError
-from moesim.spec.model import ModelSpec
+from moesim.config.model import ModelSpec
 from moesim.traces.importers._common import Provenance, ReportBuilder, Segment, build_trace
-from moesim.traces.model import PREFILL, RoutingTrace
+from moesim.traces.trace import PREFILL, RoutingTrace
 
 __all__ = ["import_flame"]
 

@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from moesim.errors import InputError
-from moesim.spec.model import ModelSpec
+from moesim.config.model import ModelSpec
 from moesim.traces.importers._common import (
     Provenance, ReportBuilder, Segment, as_int, build_trace, check_topk, read_jsonl_head,
 )
-from moesim.traces.model import DECODE, RoutingTrace
+from moesim.traces.trace import DECODE, RoutingTrace
 
 __all__ = ["import_gnf4"]
 

@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 
 from moesim.errors import InputError
-from moesim.spec.model import ModelSpec
+from moesim.config.model import ModelSpec
 from moesim.traces.importers._common import (
     Provenance, ReportBuilder, Segment, as_int, build_trace, check_topk, check_weights, read_jsonl,
 )
-from moesim.traces.model import DECODE, PREFILL, RoutingTrace
+from moesim.traces.trace import DECODE, PREFILL, RoutingTrace
 
 __all__ = ["import_mixtral"]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from moesim.errors import InputError
-from moesim.spec.model import ModelSpec
+from moesim.config.model import ModelSpec
 from moesim.traces.importers._common import Provenance, ReportBuilder, Segment, build_trace, read_jsonl
-from moesim.traces.model import DECODE, RoutingTrace
+from moesim.traces.trace import DECODE, RoutingTrace
 
 __all__ = ["import_nvmoe", "KNOWN_FILES"]
 

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
-from moesim.spec.formats import WeightFormat, storage_format, tensor_bytes
+from moesim.config.formats import WeightFormat, storage_format, tensor_bytes
 
 __all__ = [
     "TensorClass", "Tensor", "GQAttention", "MLAttention", "MoEShape", "ModelSpec",

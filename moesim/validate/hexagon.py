@@ -27,7 +27,7 @@ from pathlib import Path
 from moesim.calibrate.hvx import HELD_OUT_TOLERANCE, PLAN
 from moesim.cost.hvx import MODEL_PATH, predict_packets
 from moesim.native.hexagon import KERNELS, Toolchain, build, make_case, parse_shape, run_case, source_dir, toolchain
-from moesim.validation import Case
+from moesim.validate.registry import Case
 
 __all__ = ["hexagon_cases"]
 

@@ -1,4 +1,4 @@
-"""The model catalog: one TOML file per model in ``moesim/spec/models/``.
+"""The model catalog: one TOML file per model in ``moesim/config/models/``.
 
 Models are data, like device profiles: a user can pass ``--model path/to/model.toml``
 wherever a model is taken, and the same schema and checks apply.
@@ -10,8 +10,8 @@ from functools import cache
 from pathlib import Path
 
 from moesim.errors import InputError
-from moesim.spec.loading import read_toml, validate_data
-from moesim.spec.model import ModelSpec
+from moesim.config.loading import read_toml, validate_data
+from moesim.config.model import ModelSpec
 
 __all__ = ["CATALOG_DIR", "model_names", "load_model", "list_models"]
 

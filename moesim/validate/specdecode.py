@@ -16,14 +16,14 @@ from typing import Any
 
 from moesim.calibrate.ecospec import SPEC_TARGETS, Target, calibration_run
 from moesim.cost.verify import forward_bytes, verify_params
-from moesim.simulate_spec import gpu_profile, simulate_specdecode
-from moesim.spec.catalog import load_model
-from moesim.spec.device import GPUServerProfile
-from moesim.spec.spec_run import SpecDecodeRun, parse_routing
-from moesim.traces.model import RoutingTrace
+from moesim.simulate.specdecode import gpu_profile, simulate_specdecode
+from moesim.config.catalog import load_model
+from moesim.config.device import GPUServerProfile
+from moesim.config.specdecode import SpecDecodeRun, parse_routing
+from moesim.traces.trace import RoutingTrace
 from moesim.traces.paths import shared_traces_dir
 from moesim.traces.sources import REAL_SOURCES
-from moesim.validation import Case
+from moesim.validate.registry import Case
 
 __all__ = ["specdecode_cases", "prediction_rows", "qwen3_synthetic_rows", "QWEN3_PUBLISHED", "KEYS"]
 
@@ -154,8 +154,8 @@ def qwen3_synthetic_rows() -> list[dict[str, Any]]:
     Qwen-specific runtime fitted to its EAGLE-3 figures (not written anywhere), then the
     EcoSpec rule with the paper's 82% predictor, without refitting."""
     from moesim.calibrate.ecospec import fit_draft, fit_runtime
-    from moesim.simulate_spec import replay_run, resolve_trace
-    from moesim.spec.profiles import override_profile
+    from moesim.simulate.specdecode import replay_run, resolve_trace
+    from moesim.config.profiles import override_profile
 
     base = calibration_run(model="qwen3-235b-a22b")
     trace = resolve_trace(base, load_model(base.model), None)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from functools import cache
 
 from moesim.calibrate.estream import CALIBRATED_AT, ESTREAM_TARGETS, Target, predict
-from moesim.simulate import mobile_profile, simulate_prefill
-from moesim.spec.run import CPUPolicy, EStreamPolicy, PrefillRun
-from moesim.validation import Case
+from moesim.simulate.prefill import mobile_profile, simulate_prefill
+from moesim.config.prefill import CPUPolicy, EStreamPolicy, PrefillRun
+from moesim.validate.registry import Case
 
-__all__ = ["estream_cases", "registry"]
+__all__ = ["estream_cases"]
 
 _DEVICE = "sd8-elite-gen5"
 _SRC = "EStream paper, BRIEF.md section 6"
@@ -49,11 +49,3 @@ def estream_cases() -> list[Case]:
                       fitted_to=False, unit="x", low=6.45, high=12.29))
     return cases
 
-
-def registry() -> list[Case]:
-    """Every registered case, in a stable order."""
-    from moesim.validation_cases_hexagon import hexagon_cases
-    from moesim.validation_cases_host import host_cases
-    from moesim.validation_cases_spec import specdecode_cases
-
-    return [*estream_cases(), *host_cases(), *hexagon_cases(), *specdecode_cases()]

@@ -15,15 +15,15 @@ from moesim.cost.params import cpu_backend, npu_backend, ufs_params
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.cost.pipeline import service_times
-from moesim.policies.autoconfig import Choice, build_profile, select
-from moesim.policies.prefill import StreamPlan, plan_prefill
+from moesim.policies.prefill.search import Choice, build_profile, select
+from moesim.policies.prefill.plan import StreamPlan, plan_prefill
 from moesim.results import PrefillResult
-from moesim.spec.catalog import load_model
-from moesim.spec.device import MobileNPUProfile
-from moesim.spec.model import ModelSpec
-from moesim.spec.profiles import AnyProfile, load_profile_of, profile_hash
-from moesim.spec.run import EStreamPolicy, PrefillRun
-from moesim.traces.model import RoutingTrace
+from moesim.config.catalog import load_model
+from moesim.config.device import MobileNPUProfile
+from moesim.config.model import ModelSpec
+from moesim.config.profiles import AnyProfile, load_profile_of, profile_hash
+from moesim.config.prefill import EStreamPolicy, PrefillRun
+from moesim.traces.trace import RoutingTrace
 from moesim.traces.sources import prompt_routing
 from moesim.units import GiB, KiB, MiB
 from moesim.workloads.prefill import run_stream_prefill

@@ -12,9 +12,9 @@ from typing import Literal
 import numpy as np
 
 from moesim.errors import InputError
-from moesim.spec.device import MobileNPUProfile
-from moesim.spec.model import ModelSpec
-from moesim.spec.run import (CPUPolicy, EStreamPolicy, LayerB2Policy, MmapPolicy, NaivePolicy,
+from moesim.config.device import MobileNPUProfile
+from moesim.config.model import ModelSpec
+from moesim.config.prefill import (CPUPolicy, EStreamPolicy, LayerB2Policy, MmapPolicy, NaivePolicy,
                              PrefillPolicy, ResidentPolicy)
 from moesim.units import MiB
 

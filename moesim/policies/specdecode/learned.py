@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from moesim.policies.spec_predict import I16, topk_accuracy
+from moesim.policies.specdecode.predict import I16, topk_accuracy
 
 __all__ = ["LearnedModel", "LearnedPredictor", "fit_learned", "WEIGHT", "SMOOTHING"]
 

@@ -2,14 +2,14 @@
 
 The replay asks a :data:`PredictFn` ``(root, sources, depth) -> packed sets`` for one
 step's tree nodes. ``oracle`` and ``accuracy:p`` are tables ``[1, T, L, k]`` built once per
-run and read at each node's *source* token (:mod:`moesim.policies.spec_routing`), so a
+run and read at each node's *source* token (:mod:`moesim.policies.specdecode.routing`), so a
 prediction is a deterministic function of the token, as a real predictor's would be.
 
 * ``oracle``: the true top-k.
 * ``accuracy:p``: each true expert is kept with probability ``p``; the others are replaced
   by experts drawn by that layer's popularity in the trace (never a true expert of the token
   nor one already named), so the expected fraction of the true top-k recovered is ``p``.
-* ``learned``: :mod:`moesim.policies.spec_learned`.
+* ``learned``: :mod:`moesim.policies.specdecode.learned`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from moesim.policies.spec_bits import Words
+from moesim.policies.specdecode.bits import Words
 
 __all__ = ["I16", "PredictFn", "popularity", "accuracy_table", "oracle_table", "table_predictor", "topk_accuracy"]
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from moesim.errors import MoesimError
-from moesim.validation import Case
+from moesim.validate.registry import Case
 
 __all__ = ["host_cases", "remeasure_host"]
 
@@ -42,8 +42,8 @@ Mode = Literal["median", "given-io", "mean"]
 @cache
 def _predicted(name: str, mode: Mode = "median") -> tuple[float, float]:
     from moesim.calibrate.host_runs import CASES, predict_case, predict_case_expected
-    from moesim.spec.device import HostProfile
-    from moesim.spec.profiles import load_profile
+    from moesim.config.device import HostProfile
+    from moesim.config.profiles import load_profile
 
     profile = load_profile("host")
     assert isinstance(profile, HostProfile)
@@ -137,7 +137,7 @@ def remeasure_host(workdir: str = "/var/tmp/moesim-host") -> None:
 
     from moesim.calibrate.host import measure_and_fit, probe_stream_bw, render_host_profile, with_disk_probe
     from moesim.calibrate.host_runs import RUNS_CSV, measure_cases
-    from moesim.spec.profiles import load_profile, profile_dir
+    from moesim.config.profiles import load_profile, profile_dir
 
     work = Path(workdir)
     fit, paths, fs, dev = measure_and_fit(RUNS_CSV.parent / "host", work)

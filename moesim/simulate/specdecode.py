@@ -22,16 +22,16 @@ from moesim import __version__
 from moesim.cost.verify import (VerifyParams, ar_time, draft_time_estimate, forward_bytes, forward_time,
                                 runtime_time, verify_params)
 from moesim.errors import InputError
-from moesim.policies.spec_bits import Words, pack_sets
-from moesim.policies.spec_learned import fit_learned
-from moesim.policies.spec_predict import PredictFn, accuracy_table, oracle_table, table_predictor
-from moesim.policies.spec_tree import tree_shape
-from moesim.spec.catalog import load_model
-from moesim.spec.device import GPUServerProfile
-from moesim.spec.model import ModelSpec
-from moesim.spec.profiles import AnyProfile, load_profile_of, profile_hash
-from moesim.spec.spec_run import AccuracyPredictor, LearnedPredictor, SpecDecodeRun
-from moesim.traces.model import DECODE, RoutingTrace
+from moesim.policies.specdecode.bits import Words, pack_sets
+from moesim.policies.specdecode.learned import fit_learned
+from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle_table, table_predictor
+from moesim.policies.specdecode.tree import tree_shape
+from moesim.config.catalog import load_model
+from moesim.config.device import GPUServerProfile
+from moesim.config.model import ModelSpec
+from moesim.config.profiles import AnyProfile, load_profile_of, profile_hash
+from moesim.config.specdecode import AccuracyPredictor, LearnedPredictor, SpecDecodeRun
+from moesim.traces.trace import DECODE, RoutingTrace
 from moesim.units import GiB
 from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, ReplayStats, replay
 

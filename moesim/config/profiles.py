@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter
 
 from moesim.errors import InputError
-from moesim.spec.device import DeviceProfile, GPUServerProfile, HostProfile, MobileNPUProfile
-from moesim.spec.loading import read_toml, validate_union
+from moesim.config.device import DeviceProfile, GPUServerProfile, HostProfile, MobileNPUProfile
+from moesim.config.loading import read_toml, validate_union
 from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["profile_dir", "profile_names", "load_profile", "load_profile_of", "list_profiles", "profile_hash",

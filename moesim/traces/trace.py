@@ -18,8 +18,8 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from moesim.errors import InputError
-from moesim.spec.catalog import load_model
-from moesim.spec.model import ModelSpec
+from moesim.config.catalog import load_model
+from moesim.config.model import ModelSpec
 
 __all__ = [
     "PREFILL", "DECODE", "PHASE_NAMES", "FORMAT_VERSION",

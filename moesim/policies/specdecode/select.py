@@ -6,7 +6,7 @@ its children) and every score here is non-increasing down a path, so taking the 
 scores with ties broken by the lower index keeps the selection prefix-closed.
 
 Footprints: ``own[n]`` is the *predicted* set of (layer, expert) pairs of node ``n``
-(packed, :mod:`moesim.policies.spec_bits`); ``footprint(t)`` is the union of ``own`` over
+(packed, :mod:`moesim.policies.specdecode.bits`); ``footprint(t)`` is the union of ``own`` over
 the draft nodes on the path root -> ``t`` (the root itself excluded: it is verified anyway).
 
 * ``confidence`` (EAGLE-3): the ``gamma - 1`` drafts of highest ``P(t)``.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from moesim.policies.spec_bits import Words, set_size
+from moesim.policies.specdecode.bits import Words, set_size
 
 __all__ = ["path_footprints", "select_confidence", "select_global_cost", "select_ecospec", "ecospec_scores",
            "global_cost_scores", "select_nodes", "RULES"]

@@ -3,7 +3,7 @@
 ``kind = "mobile-npu"``: a phone SoC streaming experts from UFS to a Hexagon HTP.
 ``kind = "gpu-server"``: GPUs with HBM, with a separate *runtime* section so that the
 software (a Transformers per-expert loop, a fused MoE kernel) can be swapped in a what-if.
-Every number has a unit suffix and a provenance note (see :mod:`moesim.spec.sections`).
+Every number has a unit suffix and a provenance note (see :mod:`moesim.config.sections`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
-from moesim.spec.sections import Section
+from moesim.config.sections import Section
 
 __all__ = [
     "MemorySection", "UFSSection", "HTPSection", "ArenaSection", "CPUSection",

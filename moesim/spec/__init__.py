@@ -1,1 +1,0 @@
-"""Pydantic data: model shapes, device profiles, weight formats, run configurations."""

@@ -15,50 +15,13 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "pack.h"
 #include "pipeline.h"
 #include "q4.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "file formats are little-endian; this build assumes a little-endian host"
 #endif
-
-static void header_encode(const pack_header *h, uint8_t *buf) {
-    memset(buf, 0, PACK_HEADER_BYTES);
-    memcpy(buf, PACK_MAGIC, 8);
-    memcpy(buf + 8, &h->layers, 4);
-    memcpy(buf + 12, &h->experts, 4);
-    memcpy(buf + 16, &h->hidden, 4);
-    memcpy(buf + 20, &h->inter, 4);
-    memcpy(buf + 24, &h->seed, 8);
-    memcpy(buf + 32, &h->expert_bytes, 8);
-    memcpy(buf + 40, &h->expert_stride, 8);
-    memcpy(buf + 48, &h->data_offset, 8);
-    memcpy(buf + 56, "q4_0", 4);
-}
-
-static int header_read(const char *path, pack_header *h, int64_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    uint8_t buf[64];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fseek(f, 0, SEEK_END);
-    *size = ftell(f);
-    fclose(f);
-    if (n != sizeof buf || memcmp(buf, PACK_MAGIC, 8) != 0 || memcmp(buf + 56, "q4_0", 4) != 0) return -2;
-    memcpy(&h->layers, buf + 8, 4);
-    memcpy(&h->experts, buf + 12, 4);
-    memcpy(&h->hidden, buf + 16, 4);
-    memcpy(&h->inter, buf + 20, 4);
-    memcpy(&h->seed, buf + 24, 8);
-    memcpy(&h->expert_bytes, buf + 32, 8);
-    memcpy(&h->expert_stride, buf + 40, 8);
-    memcpy(&h->data_offset, buf + 48, 8);
-    return 0;
-}
-
-static int64_t pack_size(const pack_header *h) {
-    return (int64_t)h->data_offset + (int64_t)h->layers * h->experts * (int64_t)h->expert_stride;
-}
 
 static uint64_t expert_seed(uint64_t seed, uint32_t l, uint32_t e) {
     uint64_t s = seed ^ ((((uint64_t)l << 32) | e) * 0xD6E8FEB86659FD93ull);
@@ -84,10 +47,10 @@ static int cmd_pack(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'f': path = optarg; break;
-        case 'L': h.layers = (uint32_t)parse_int_arg("--layers", optarg, 1, 4096); break;
-        case 'E': h.experts = (uint32_t)parse_int_arg("--experts", optarg, 1, 32767); break;
-        case 'H': h.hidden = (uint32_t)parse_int_arg("--hidden", optarg, 32, 1 << 16); break;
-        case 'I': h.inter = (uint32_t)parse_int_arg("--inter", optarg, 32, 1 << 16); break;
+        case 'L': h.layers = (uint32_t)parse_int_arg("--layers", optarg, 1, PACK_MAX_LAYERS); break;
+        case 'E': h.experts = (uint32_t)parse_int_arg("--experts", optarg, 1, PACK_MAX_EXPERTS); break;
+        case 'H': h.hidden = (uint32_t)parse_int_arg("--hidden", optarg, PACK_MIN_DIM, PACK_MAX_DIM); break;
+        case 'I': h.inter = (uint32_t)parse_int_arg("--inter", optarg, PACK_MIN_DIM, PACK_MAX_DIM); break;
         case 's': h.seed = (uint64_t)parse_int_arg("--seed", optarg, 0, INT64_MAX); break;
         case 'm': if_missing = 1; break;
         default: die_usage("pack: unknown option (see the usage at the top of executor.c)");
@@ -103,14 +66,15 @@ static int cmd_pack(int argc, char **argv) {
     int64_t old_size = 0;
     int reused = 0;
     int64_t t0 = now_ns();
-    if (if_missing && header_read(path, &old, &old_size) == 0 && memcmp(&old, &h, sizeof h) == 0 &&
-        old_size == pack_size(&h)) {
+    char why[256];
+    if (if_missing && pack_header_read(path, &old, &old_size, why, sizeof why) == PACK_OK &&
+        memcmp(&old, &h, sizeof h) == 0 && old_size == pack_file_bytes(&h)) {
         reused = 1;
     } else {
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) die_sys("open %s", path);
         uint8_t *buf = xaligned(ALIGN_IO, h.expert_stride > PACK_HEADER_BYTES ? h.expert_stride : PACK_HEADER_BYTES);
-        header_encode(&h, buf);
+        pack_header_encode(&h, buf);
         write_all(fd, buf, PACK_HEADER_BYTES, path);
         memset(buf, 0, h.expert_stride);
         for (uint32_t l = 0; l < h.layers; l++)
@@ -125,7 +89,7 @@ static int cmd_pack(int argc, char **argv) {
     printf("{\"file\": ");
     json_str(stdout, path);
     printf(", \"bytes\": %lld, \"expert_bytes\": %llu, \"expert_stride_bytes\": %llu, \"reused\": %s, \"seconds\": %.3f}\n",
-           (long long)pack_size(&h), (unsigned long long)h.expert_bytes, (unsigned long long)h.expert_stride,
+           (long long)pack_file_bytes(&h), (unsigned long long)h.expert_bytes, (unsigned long long)h.expert_stride,
            reused ? "true" : "false", (double)(now_ns() - t0) * 1e-9);
     return 0;
 }
@@ -144,6 +108,13 @@ static void routing_read(const char *path, routing *rt) {
     rt->layers = (int)v[1];
     rt->top_k = (int)v[2];
     size_t n = (size_t)v[0] * v[1] * v[2];
+    if (n > INT32_MAX) /* the executor indexes routed (token, expert) pairs with int32 */
+        die_usage("%s: tokens x layers x top_k must be <= %d, got %zu", path, INT32_MAX, n);
+    struct stat st; /* the size first: a header must not make us allocate what the file lacks */
+    if (fstat(fileno(f), &st) != 0) die_sys("stat %s", path);
+    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size != sizeof hdr + (uint64_t)n * sizeof(int16_t))
+        die_usage("%s: routing data must be exactly tokens x layers x top_k int16 values (%u x %u x %u), got %lld bytes",
+                  path, v[0], v[1], v[2], (long long)st.st_size - (long long)sizeof hdr);
     rt->ids = xcalloc(n, sizeof(int16_t));
     if (fread(rt->ids, sizeof(int16_t), n, f) != n || fgetc(f) != EOF)
         die_usage("%s: routing data must be exactly tokens x layers x top_k int16 values", path);
@@ -186,9 +157,10 @@ static int cmd_run(int argc, char **argv) {
     if (cfg.nonffn_dim % 32) die_usage("--nonffn-dim must be a multiple of 32 (0 = hidden), got %d", cfg.nonffn_dim);
     pack_header h;
     int64_t size;
-    int rc = header_read(cfg.file, &h, &size);
-    if (rc == -1) die_sys("open %s", cfg.file);
-    if (rc == -2 || size != pack_size(&h)) die_usage("%s: not a complete packed expert file (run 'executor pack')", cfg.file);
+    char why[256];
+    int rc = pack_header_read(cfg.file, &h, &size, why, sizeof why);
+    if (rc == PACK_ERR_SYS) die_sys("read %s", cfg.file);
+    if (rc != PACK_OK) die_usage("%s: %s", cfg.file, why); /* field, rule and value */
     if (cfg.group_size > (int)h.experts) die_usage("--group-size must be <= the experts (%u), got %d", h.experts, cfg.group_size);
     routing rt;
     routing_read(cfg.routing_path, &rt);

@@ -19,7 +19,8 @@ int prefetch_parse(const char *s); /* -1 if unknown */
 
 /* Packed expert file: a 4096-byte header, then expert (l, e) at
  * data_offset + (l * experts + e) * expert_stride (expert_stride = expert_bytes rounded up to
- * 4096, so every group of consecutive experts is one aligned contiguous read). */
+ * 4096, so every group of consecutive experts is one aligned contiguous read). pack.c checks
+ * every header field against the file size and this layout before anything is read. */
 #define PACK_MAGIC "MOEPACK1"
 #define PACK_HEADER_BYTES 4096
 typedef struct {

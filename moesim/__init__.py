@@ -1,24 +1,59 @@
 """moesim: simulate and cost Mixture-of-Experts inference hardware.
 
-The public API is the names in ``__all__``; everything else is internal.
+The public API is the names in ``__all__``; everything else is internal. A notebook needs
+only these::
+
+    import moesim
+    run = moesim.PrefillRun(model="olmoe-1b-7b", device="sd8-elite-gen5", tokens=1024)
+    result = moesim.simulate_prefill(run)
+    result.to_pandas()          # one flat row; result.spans is the timeline
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from moesim.errors import InputError, MoesimError, NotFittedError
+from moesim._version import __version__
 from moesim.config.catalog import list_models, load_model
 from moesim.config.device import GPUServerProfile, MobileNPUProfile
 from moesim.config.formats import WeightFormat, tensor_bytes
 from moesim.config.model import ModelSpec
+from moesim.config.prefill import (
+                                   CPUPolicy,
+                                   EStreamPolicy,
+                                   LayerB2Policy,
+                                   MmapPolicy,
+                                   NaivePolicy,
+                                   PrefillRun,
+                                   ResidentPolicy,
+)
 from moesim.config.profiles import list_profiles, load_profile, profile_hash
+from moesim.config.specdecode import SpecDecodeRun
+from moesim.errors import InputError, MoesimError, NotFittedError
+from moesim.results import PrefillResult, SpecDecodeResult
+from moesim.simulate.prefill import simulate_prefill
+from moesim.simulate.rerun import rerun
+from moesim.simulate.specdecode import simulate_specdecode
+from moesim.traces import RoutingTrace, read_trace
 
 __all__ = [
     "__version__",
-    "InputError",
-    "MoesimError",
-    "NotFittedError",
+    # entry points
+    "simulate_prefill",
+    "simulate_specdecode",
+    "rerun",
+    "read_trace",
+    # runs and results
+    "PrefillRun",
+    "EStreamPolicy",
+    "ResidentPolicy",
+    "NaivePolicy",
+    "LayerB2Policy",
+    "CPUPolicy",
+    "MmapPolicy",
+    "SpecDecodeRun",
+    "PrefillResult",
+    "SpecDecodeResult",
+    "RoutingTrace",
+    # models and devices
     "ModelSpec",
     "MobileNPUProfile",
     "GPUServerProfile",
@@ -29,4 +64,8 @@ __all__ = [
     "load_profile",
     "list_profiles",
     "profile_hash",
+    # errors
+    "InputError",
+    "MoesimError",
+    "NotFittedError",
 ]

@@ -1,32 +1,189 @@
-"""Results: metrics + spans + the resolved configuration + provenance, and their exports."""
+"""Results of both workloads: typed, frozen metrics that carry their whole configuration.
+
+A result says how it was produced: ``metrics.config`` holds the model, the device name, every
+profile override, the profile hash, the seed, the provenance of the routing, every resolved
+option and the run configuration itself (``config.run``), built by :func:`run_config` for both
+workloads; ``moesim rerun RESULT.json`` re-runs a saved result from that alone. The JSON of
+``--json`` is ``metrics.model_dump(mode="json")``; ``to_pandas()`` is one flat row.
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
+from pydantic import BaseModel
 
-__all__ = ["PrefillResult", "write_json_atomic", "chrome_trace"]
+from moesim._version import __version__
+from moesim.config.base import Frozen
+
+__all__ = ["RunConfig", "PrefillConfig", "SpecDecodeConfig", "PrefillMetrics", "SpecDecodeMetrics",
+           "PrefillResult", "SpecDecodeResult", "HOST_CLOCK_FIELDS", "run_config", "flatten_metrics",
+           "chrome_trace"]
+
+Workload = Literal["prefill", "specdecode"]
+
+#: fields measured on the host clock, which a re-run cannot reproduce (dotted paths)
+HOST_CLOCK_FIELDS = ("sim.wall_s", "sim.steps_per_wall_s", "config.selection_ms")
 
 
-def write_json_atomic(obj: Any, path: str | Path) -> Path:
-    """Write JSON to a temporary file in the same folder, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh, sort_keys=True, separators=(",", ":"))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path
+class RunConfig(Frozen):
+    """How a result was produced; the same fields for both workloads."""
+
+    workload: Workload
+    model: str
+    device: str
+    overrides: dict[str, float]
+    seed: int
+    profile_hash: str
+    moesim_version: str
+    trace: dict[str, Any]
+    run: dict[str, Any]
+
+
+class PrefillConfig(RunConfig):
+    """... and the prefill options as resolved (defaults and auto-configured choices filled in)."""
+
+    tokens: int
+    policy: str
+    group_size: int | None
+    banks: int | None
+    queue_depth: int | None
+    prefetch: str | None
+    ubatch_tokens: int | None
+    memory_budget_gib: float | None
+    autoconfigured: bool
+    predicted_ttft_s: float | None = None
+    selection_ms: float | None = None
+
+
+class SpecDecodeConfig(RunConfig):
+    """... and the speculative-decoding options as resolved."""
+
+    selector: str
+    gamma: int
+    epsilon: float
+    passes: int
+    tree: dict[str, int]
+    draft: dict[str, float]
+    routing: dict[str, Any]
+    predictor: dict[str, Any]
+    t_draft_ms: float | None
+    t_pred_ms: float | None
+
+
+def run_config(workload: Workload, run: BaseModel, device: str, profile_hash: str,
+               trace: dict[str, Any]) -> dict[str, Any]:
+    """The fields of :class:`RunConfig` for ``run`` (a ``PrefillRun`` or ``SpecDecodeRun``)."""
+    data = run.model_dump(mode="json")
+    return {"workload": workload, "model": data["model"], "device": device, "overrides": data["overrides"],
+            "seed": data["seed"], "profile_hash": profile_hash, "moesim_version": __version__, "trace": trace,
+            "run": data}
+
+
+class PrefillMetrics(Frozen):
+    """The stable keys of ``moesim prefill --json`` (docs/metrics.md defines each)."""
+
+    ttft_s: float
+    tokens_per_s: float
+    peak_memory_gib: float
+    fits_device_memory: bool
+    memory_gib: dict[str, float]
+    bubble_share: float
+    bubble_share_total: float
+    io_bytes: int
+    io_amplification: float
+    utilization: dict[str, float]
+    bounds_s: dict[str, float]
+    wasted_reads: int | None = None          # streaming policies
+    max_reads_in_flight: int | None = None   # streaming policies
+    page_faults: int | None = None           # cpu and mmap policies
+    refaults: int | None = None              # cpu and mmap policies
+    sim: dict[str, float | int]
+    config: PrefillConfig
+
+
+class SpecDecodeMetrics(Frozen):
+    """The stable keys of ``moesim specdecode --json`` (docs/specdecode.md defines each)."""
+
+    mean_active_experts: float
+    acceptance_length: float
+    hbm_bytes_per_step: float
+    t_draft_s: float
+    t_pred_s: float
+    t_verify_s: float
+    t_step_s: float
+    tokens_per_s: float
+    speedup_vs_ar: float
+    steps: int
+    predictor_accuracy: float | None
+    per_layer_active_experts: list[float]
+    t_verify_runtime_s: float
+    mean_verified_tokens: float
+    ar: dict[str, float]
+    predictor: dict[str, Any]
+    sources: dict[str, str]
+    sim: dict[str, float | int]
+    config: SpecDecodeConfig
+
+
+def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}, "c": [1, 2]}`` -> ``{"a.b": 1, "c": "[1, 2]"}``.
+
+    >>> flatten_metrics({"a": {"b": 1}, "c": [1, 2]})
+    {'a.b': 1, 'c': '[1, 2]'}
+    """
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_metrics(value, name + "."))
+        elif isinstance(value, (list, tuple)):
+            out[name] = json.dumps(value, sort_keys=True)
+        else:
+            out[name] = value
+    return out
+
+
+@dataclass(frozen=True)
+class PrefillResult:
+    """One prefill simulation: the metrics and one span per unit activity (flat records)."""
+
+    metrics: PrefillMetrics
+    spans: pd.DataFrame = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of ``moesim prefill --json``."""
+        return self.metrics.model_dump(mode="json")
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One flat row (nested keys joined with dots), ready to concatenate across runs."""
+        return pd.DataFrame([flatten_metrics(self.to_dict())])
+
+    @property
+    def ttft_s(self) -> float:
+        return self.metrics.ttft_s
+
+    def to_chrome_trace(self) -> dict[str, Any]:
+        return chrome_trace(self.spans, process=f"moesim prefill {self.metrics.config.policy}")
+
+
+@dataclass(frozen=True)
+class SpecDecodeResult:
+    """One speculative-decoding simulation: the metrics and one row per verification step."""
+
+    metrics: SpecDecodeMetrics
+    steps: pd.DataFrame = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of ``moesim specdecode --json``."""
+        return self.metrics.model_dump(mode="json")
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One flat row (nested keys joined with dots), ready to concatenate across runs."""
+        return pd.DataFrame([flatten_metrics(self.to_dict())])
 
 
 def chrome_trace(spans: pd.DataFrame, process: str = "moesim") -> dict[str, Any]:
@@ -47,21 +204,3 @@ def _unit_order(unit: str) -> tuple[int, int, str]:
     if unit.startswith("bank"):
         return (1, int(unit[4:]), unit)
     return (0 if unit in fixed else 2, fixed.index(unit) if unit in fixed else 0, unit)
-
-
-@dataclass(frozen=True)
-class PrefillResult:
-    """One prefill simulation. ``metrics`` has the stable JSON keys of ``moesim prefill --json``."""
-
-    metrics: dict[str, Any]
-    spans: pd.DataFrame = field(repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.metrics
-
-    @property
-    def ttft_s(self) -> float:
-        return float(self.metrics["ttft_s"])
-
-    def to_chrome_trace(self) -> dict[str, Any]:
-        return chrome_trace(self.spans, process=f"moesim prefill {self.metrics['config']['policy']}")

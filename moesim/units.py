@@ -7,13 +7,12 @@ quote them; capacities are binary (GiB = 2**30 bytes), as operating systems repo
 
 from __future__ import annotations
 
-import math
 from typing import Final
 
 __all__ = [
     "KiB", "MiB", "GiB", "KB", "MB", "GB", "TB",
     "NS_PER_US", "NS_PER_MS", "NS_PER_S",
-    "UNIT_SUFFIXES", "unit_of", "s_to_ns", "transfer_ns",
+    "UNIT_SUFFIXES", "unit_of", "ns", "s_to_ns", "transfer_ns",
 ]
 
 KiB: Final = 1024
@@ -67,9 +66,21 @@ def unit_of(field_name: str) -> str | None:
     return None
 
 
+def ns(duration_ns: float) -> int:
+    """A duration in ns as the integer the simulated clock advances by: rounded half up,
+    never negative. The discrete-event simulation and the max-plus evaluator both round
+    with this, so they agree to the nanosecond.
+
+    >>> ns(2.5), ns(2.4999), ns(0.0)
+    (3, 2, 0)
+    """
+    assert duration_ns >= 0, f"negative duration {duration_ns}"
+    return int(duration_ns + 0.5)
+
+
 def s_to_ns(seconds: float) -> int:
-    """Seconds to integer nanoseconds, rounded half up (ties away from zero for >= 0)."""
-    return int(math.floor(seconds * NS_PER_S + 0.5))
+    """Seconds to integer nanoseconds, rounded as :func:`ns`."""
+    return ns(seconds * NS_PER_S)
 
 
 def transfer_ns(n_bytes: float, bw_GBps: float, latency_us: float = 0.0) -> int:

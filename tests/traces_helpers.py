@@ -1,5 +1,5 @@
-"""Helpers for the trace tests: the shared-traces folder (skip when absent), cached imports,
-and a small hand-made trace."""
+"""Plain (non-hypothesis) helpers of the tests: the shared-traces folder (skip when absent),
+cached imports, a hand-made trace, and the one random top-k routing generator."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from moesim.traces import RoutingTrace, SegmentInfo, TraceMeta, import_trace, shared_traces_dir
@@ -69,12 +70,28 @@ def make_trace(experts: list[list[list[int]]] | np.ndarray, segments: list[int],
         scores=np.linspace(0, 1, e.size, dtype=np.float32).reshape(e.shape) if scores else None)
 
 
+def topk_ids(rng: np.random.Generator, shape: tuple[int, ...], n_exp: int, k: int,
+             popularity: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.int16]:
+    """The one random-routing generator of the tests: ``shape + (k,)`` distinct expert ids.
+
+    Without ``popularity`` every row is a uniform random k-subset (argsort of uniform keys).
+    With it (one weight per expert, broadcast against ``shape``, e.g. ``[layers, n_exp]`` for a
+    per-layer popularity), each row draws k experts without replacement with probability
+    proportional to the weights (an exponential race: the k smallest ``Exp(1) / weight``), the
+    distribution of ``rng.choice(n_exp, k, replace=False, p=weights / weights.sum())``.
+    """
+    keys = rng.random((*shape, n_exp))
+    if popularity is not None:
+        with np.errstate(divide="ignore"):
+            keys = -np.log1p(-keys) / popularity
+    return np.argsort(keys, axis=-1)[..., :k].astype(np.int16)
+
+
 def random_trace(model: str, tokens: int, segments: list[int], seed: int = 0) -> RoutingTrace:
     """Uniform-random routing with every recorded layer of ``model`` (a catalog name)."""
     from moesim.config.catalog import load_model
 
     spec = load_model(model)
     rng = np.random.default_rng(seed)
-    n_exp, k, n_layers = spec.moe.num_routed_experts, spec.moe.top_k, spec.num_moe_layers
-    e = np.argsort(rng.random((tokens, n_layers, n_exp)), axis=2)[:, :, :k].astype(np.int16)
+    e = topk_ids(rng, (tokens, spec.num_moe_layers), spec.moe.num_routed_experts, spec.moe.top_k)
     return make_trace(e, segments, model=model)

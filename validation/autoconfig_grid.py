@@ -75,7 +75,8 @@ def main() -> int:
              "non-ffn, real routing where the model has a trace). Times measured in one run on a 2-core machine.", "",
              f"- exact DES minimum: {exact} of {len(rows)} cases; median regret {statistics.median(regrets):.4%}, "
              f"worst {max(regrets):.4%}",
-             f"- re-selection from the stored profile: median {statistics.median(r['reselect_ms_median'] for r in rows):.2f} ms"
+             "- re-selection from the stored profile: median "
+             f"{statistics.median(r['reselect_ms_median'] for r in rows):.2f} ms"
              f" (max {max(r['reselect_ms_median'] for r in rows):.2f} ms); profile build "
              f"{min(r['profile_ms'] for r in rows):.0f}-{max(r['profile_ms'] for r in rows):.0f} ms",
              f"- speedup vs the exhaustive sweep: re-selection from the stored profile "
@@ -84,11 +85,13 @@ def main() -> int:
              f"{min(r['speedup_first'] for r in rows):.0f}-{max(r['speedup_first'] for r in rows):.0f}x (below 100x "
              "only where the budget leaves a handful of configurations, so the sweep itself takes 0.1-2 s)", "",
              "| model | budget | GiB | chosen | exhaustive best | chosen TTFT s | best TTFT s | regret | configs | "
-             "re-select ms | exhaustive s | speedup (re-select / first) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "re-select ms | exhaustive s | speedup (re-select / first) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['budget']} | {r['budget_gib']} | {r['chosen']} | {r['best']} | "
                      f"{r['chosen_ttft_s']:.4f} | {r['best_ttft_s']:.4f} | {r['regret']:.4%} | {r['configs']} | "
-                     f"{r['reselect_ms_median']:.2f} | {r['exhaustive_s']:.1f} | {r['speedup_reselect']:.0f}x / {r['speedup_first']:.0f}x |")
+                     f"{r['reselect_ms_median']:.2f} | {r['exhaustive_s']:.1f} | "
+                     f"{r['speedup_reselect']:.0f}x / {r['speedup_first']:.0f}x |")
     (HERE / "autoconfig_grid.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:8]))
     return 0

@@ -13,8 +13,8 @@ import argparse
 import statistics
 import time
 
-from moesim.simulate.prefill import mobile_profile, simulate_prefill
 from moesim.config.prefill import EStreamPolicy, PrefillRun
+from moesim.simulate.prefill import mobile_profile, simulate_prefill
 from moesim.traces.sources import default_trace
 
 
@@ -31,7 +31,7 @@ def main() -> None:
     walls, metrics = [], {}
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        metrics = simulate_prefill(run, profile=profile).metrics
+        metrics = simulate_prefill(run, profile=profile).to_dict()
         walls.append(time.perf_counter() - t0)
     wall = statistics.median(walls)
     events = metrics["sim"]["events"]

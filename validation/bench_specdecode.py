@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from moesim.simulate.specdecode import resolve_trace, simulate_specdecode
 from moesim.config.catalog import load_model
 from moesim.config.specdecode import SpecDecodeRun
+from moesim.simulate.specdecode import resolve_trace, simulate_specdecode
 
 OUT = Path(__file__).resolve().parent / "specdecode_bench.md"
 CASES = (("confidence", "oracle"), ("ecospec", "oracle"), ("ecospec", "accuracy"), ("global-cost", "accuracy"),
@@ -42,7 +42,7 @@ def main() -> int:
         best = 0.0
         for _ in range(3):
             t0 = time.perf_counter()
-            m = simulate_specdecode(_run(selector, predictor, passes), trace).metrics
+            m = simulate_specdecode(_run(selector, predictor, passes), trace).to_dict()
             best = max(best, m["steps"] / (time.perf_counter() - t0))
         rows.append((selector, predictor, m["steps"], best))
         print(f"{selector:12s} {predictor:9s} {m['steps']:7,d} steps  {best:9,.0f} steps/s")

@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from moesim.traces import (
-    TargetStats, import_trace, read_trace, shared_traces_dir, synthesize, trace_stats, write_trace,
+    TargetStats,
+    import_trace,
+    read_trace,
+    shared_traces_dir,
+    synthesize,
+    trace_stats,
+    write_trace,
 )
 
 SOURCES = [
@@ -66,7 +72,7 @@ def bench_imports(repeat: int) -> list[dict[str, Any]]:
         src = shared_traces_dir() / rel
         if not src.exists():
             continue
-        seconds, t = best_of(repeat, lambda: import_trace(src, fmt, model))
+        seconds, t = best_of(repeat, lambda src=src, fmt=fmt, model=model: import_trace(src, fmt, model))
         rows.append({"source": rel, "format": fmt, "tokens": t.num_tokens, "layers": t.num_layers,
                      "seconds": seconds, "tokens_per_s": t.num_tokens / seconds,
                      "token_layers_per_s": t.num_tokens * t.num_layers / seconds})
@@ -84,11 +90,11 @@ def bench_load(tokens: int, repeat: int, tmp: Path) -> list[dict[str, Any]]:
     rows = []
     for model, fit_rel in (("gpt-oss-120b", "nvmoe_llamacpp/gptoss-all.tokens.jsonl"),
                            ("olmoe-1b-7b", "nvmoe_llamacpp/olmoe-all.tokens.jsonl")):
-        synth_s, (t, how) = best_of(1, lambda: _big_trace(model, fit_rel, tokens))
+        synth_s, (t, how) = best_of(1, lambda model=model, fit_rel=fit_rel: _big_trace(model, fit_rel, tokens))
         path = tmp / f"{model}.parquet"
-        write_s, _ = best_of(1, lambda: write_trace(t, path))
-        load_s, _ = best_of(repeat, lambda: read_trace(path))
-        stats_s, _ = best_of(1, lambda: trace_stats(t))
+        write_s, _ = best_of(1, lambda t=t, path=path: write_trace(t, path))
+        load_s, _ = best_of(repeat, lambda path=path: read_trace(path))
+        stats_s, _ = best_of(1, lambda t=t: trace_stats(t))
         probe = subprocess.run([sys.executable, "-c", _MEMORY_PROBE, str(path)], capture_output=True, text=True,
                                check=True).stdout.split()
         before_kib, after_kib, experts_bytes = (int(x) for x in probe)
@@ -113,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print("import (best of %d)" % args.repeat)
+    print(f"import (best of {args.repeat:d})")
     for r in result["import"]:
         print(f"  {r['source']:<60} {r['tokens']:>6,} tok  {r['seconds'] * 1e3:8.1f} ms  "
               f"{r['tokens_per_s']:>10,.0f} tok/s")
-    print("load (read_trace, best of %d) and statistics" % args.repeat)
+    print(f"load (read_trace, best of {args.repeat:d}) and statistics")
     for r in result["load"]:
         print(f"  {r['model']:<14} {r['tokens']:,} tok x {r['layers']} layers x k={r['k']} ({r['synthetic']}): "
               f"file {r['file_bytes'] / 2**20:.1f} MiB, load {r['load_s'] * 1e3:.0f} ms = "

@@ -25,14 +25,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from moesim.calibrate.ecospec import (ASSUMED_PER_STEP_MS, DraftFit, RuntimeFit, calibration_run, fit_draft,
-                                      fit_runtime, write_fit, write_fused_assumptions)
-from moesim.cost.verify import ar_time, forward_bytes, verify_params
-from moesim.simulate.specdecode import replay_run
+from moesim.calibrate.ecospec import (
+    ASSUMED_PER_STEP_MS,
+    DraftFit,
+    RuntimeFit,
+    calibration_run,
+    fit_draft,
+    fit_runtime,
+    write_fit,
+    write_fused_assumptions,
+)
 from moesim.config.catalog import load_model
 from moesim.config.device import GPUServerProfile
 from moesim.config.profiles import load_profile, override_profile, profile_dir
 from moesim.config.specdecode import FITTED_CONTEXT_FREE_SHARE, FITTED_TOP1_LOGIT
+from moesim.cost.verify import ar_time, forward_bytes, verify_params
+from moesim.simulate.specdecode import replay_run
 from moesim.traces.sources import default_trace
 from moesim.validate.specdecode import KEYS, QWEN3_PUBLISHED, prediction_rows, qwen3_synthetic_rows
 
@@ -106,8 +114,8 @@ def _report(d: DraftFit, r: RuntimeFit, q_ar: float, q_gb: float) -> None:
 
 _COLS = (("E", "mean_active_experts", "{:.3f}"), ("alpha", "acceptance_length", "{:.3f}"),
          ("HBM GB/step", "hbm_bytes_per_step", "{:.2f}"), ("T_verify s", "t_verify_s", "{:.4f}"),
-         ("T_step s", "t_step_s", "{:.4f}"), ("tok/s", "tokens_per_s", "{:.2f}"), ("speedup", "speedup_vs_ar", "{:.3f}"),
-         ("pred. acc.", "predictor_accuracy", "{:.3f}"))
+         ("T_step s", "t_step_s", "{:.4f}"), ("tok/s", "tokens_per_s", "{:.2f}"),
+         ("speedup", "speedup_vs_ar", "{:.3f}"), ("pred. acc.", "predictor_accuracy", "{:.3f}"))
 
 
 def _cell(row: dict[str, Any], key: str, fmt: str) -> str:

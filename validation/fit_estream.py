@@ -13,8 +13,8 @@ import sys
 import time
 
 from moesim.calibrate.estream import CALIBRATED_AT, fit_cpu_gemm, fit_estream, with_values, write_fit
-from moesim.simulate.prefill import mobile_profile
 from moesim.config.profiles import profile_dir
+from moesim.simulate.prefill import mobile_profile
 
 
 def main() -> int:

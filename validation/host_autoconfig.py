@@ -22,10 +22,11 @@ import numpy as np
 
 from moesim.calibrate.host import describe_machine
 from moesim.calibrate.host_autoconfig import SweepCase, sweep
-from moesim.errors import MoesimError
-from moesim.policies.prefill.search import Config
 from moesim.config.device import HostProfile
 from moesim.config.profiles import load_profile
+from moesim.errors import MoesimError
+from moesim.files import write_text_atomic
+from moesim.policies.prefill.search import Config
 
 HERE = Path(__file__).resolve().parent
 SHAPE = (8, 16, 2048, 1024, 2)
@@ -56,7 +57,8 @@ def report(cases: list[SweepCase], args: argparse.Namespace, wall_s: float, disk
              "round (interference only adds time). The choice comes from the calibrated host profile only.",
              "*Resolution*: median over configurations of second-fastest / fastest round - 1 (how far a",
              "configuration's own repeats disagree). *Round minima*: the measured minimum of each round alone.",
-             f"*Head to head*: after the sweep, the choice and the measured best run alternately {args.duel_rounds} times",
+             "*Head to head*: after the sweep, the choice and the measured best run alternately "
+             f"{args.duel_rounds} times",
              "each: medians, how often the choice was faster, and a two-sided sign test.", "",
              "| arena (experts) | configs | chosen | predicted s | chosen measured s | best measured | best s | regret "
              "| resolution | round minima | head to head |", "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -116,9 +118,7 @@ def main() -> int:
             f"{profile.storage.require('effective_read_bw_GBps', profile.name):.3f} GB/s")
     md, csv = report(cases, args, time.perf_counter() - t0, disk)
     for name, text in (("host_autoconfig.md", md), ("host_autoconfig.csv", csv)):
-        tmp = HERE / (name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(HERE / name)
+        write_text_atomic(text, HERE / name)
     print(md)
     return 0
 

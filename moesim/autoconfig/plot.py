@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from moesim.autoconfig.run import AutoconfigCase, arena_budget
-from moesim.cost.maxplus import Gate
-from moesim.errors import InputError
+from moesim.config.prefill import Prefetch
+from moesim.plotting import check_figure_path, pyplot, save_figure
 from moesim.policies.prefill.search import select
 from moesim.units import GiB
 
 __all__ = ["tradeoff_points", "plot_tradeoff"]
 
 
-def tradeoff_points(case: AutoconfigCase, gate: Gate, points: int = 24) -> list[tuple[float, float, str]]:
+def tradeoff_points(case: AutoconfigCase, gate: Prefetch, points: int = 24) -> list[tuple[float, float, str]]:
     """(budget GiB, best predicted TTFT s, "G=..,B=..") from just above the minimum arena to
     one layer of experts resident in the arena."""
     lo = (case.base_B + 2 * case.profile.st.expert_B) / GiB
@@ -28,16 +28,9 @@ def tradeoff_points(case: AutoconfigCase, gate: Gate, points: int = 24) -> list[
     return out
 
 
-def plot_tradeoff(case: AutoconfigCase, gate: Gate, chosen: tuple[float, float], path: str) -> Path:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError("--plot", "needs matplotlib: pip install 'moesim[plot]'", path) from None
-    if Path(path).suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise InputError("--plot", "must end in .png, .svg or .pdf", path)
+def plot_tradeoff(case: AutoconfigCase, gate: Prefetch, chosen: tuple[float, float], path: str) -> Path:
+    plt = pyplot("--plot", path)
+    out = check_figure_path(path, "--plot")
     pts = tradeoff_points(case, gate)
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, lw=1.2, label="best configuration")
@@ -48,9 +41,4 @@ def plot_tradeoff(case: AutoconfigCase, gate: Gate, chosen: tuple[float, float],
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    out = Path(path)
-    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
-    fig.savefig(tmp, metadata={"Software": None} if out.suffix.lower() == ".png" else None)
-    plt.close(fig)
-    tmp.replace(out)
-    return out
+    return save_figure(fig, out)

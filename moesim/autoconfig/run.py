@@ -13,19 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from moesim.cost.maxplus import Gate
+from moesim.autoconfig.store import load_service_times, profile_key, save_service_times
+from moesim.config.catalog import load_model
+from moesim.config.device import MobileNPUProfile
+from moesim.config.model import ModelSpec
+from moesim.config.prefill import EStreamPolicy, Prefetch, PrefillRun
+from moesim.config.profiles import profile_hash
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
 from moesim.errors import InputError
 from moesim.policies.prefill.search import Choice, Config, StoredProfile, build_profile, select, space
 from moesim.simulate.prefill import base_memory, mobile_profile, routing_counts, simulate_routing
-from moesim.config.catalog import load_model
-from moesim.config.device import MobileNPUProfile
-from moesim.config.model import ModelSpec
-from moesim.config.prefill import EStreamPolicy, PrefillRun
 from moesim.traces.sources import prompt_routing
-from moesim.autoconfig.store import load_service_times, profile_key, save_service_times
-from moesim.config.profiles import profile_hash
 from moesim.units import GiB
 
 __all__ = ["AutoconfigCase", "prepare", "autoconfigure", "exhaustive", "arena_budget"]
@@ -77,13 +76,13 @@ def arena_budget(case: AutoconfigCase, budget_GiB: float) -> int:
     return limit
 
 
-def autoconfigure(case: AutoconfigCase, budget_GiB: float, gate: Gate = "non-ffn") -> Choice:
+def autoconfigure(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non-ffn") -> Choice:
     choice = select(case.profile, arena_budget(case, budget_GiB), gate)
     assert choice is not None, "arena_budget guarantees the smallest configuration fits"
     return choice
 
 
-def simulate_config(case: AutoconfigCase, cfg: Config, gate: Gate, budget_GiB: float | None = None) -> int:
+def simulate_config(case: AutoconfigCase, cfg: Config, gate: Prefetch, budget_GiB: float | None = None) -> int:
     """TTFT in ns of the discrete-event simulation at ``cfg``."""
     policy = EStreamPolicy(group_size=cfg.group_size, banks=cfg.banks, queue_depth=cfg.queue_depth, prefetch=gate)
     run = PrefillRun(model=case.model.name, device=case.device.name, tokens=case.tokens, policy=policy,
@@ -100,7 +99,7 @@ class Exhaustive:
     ttft_ns: dict[Config, int]
 
 
-def exhaustive(case: AutoconfigCase, budget_GiB: float, gate: Gate = "non-ffn") -> Exhaustive:
+def exhaustive(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non-ffn") -> Exhaustive:
     """The discrete-event simulation of every configuration in the space that fits."""
     t0 = time.perf_counter()
     results = {cfg: simulate_config(case, cfg, gate) for cfg in space(case.profile, arena_budget(case, budget_GiB))}

@@ -2,20 +2,20 @@
 
 A profile is saved as ``<key>.npz`` in ``$MOESIM_CACHE_DIR`` (default ``~/.cache/moesim``)
 under ``profiles/``: the float64 service times round-trip exactly, so a selection from a
-stored profile equals one from a fresh profile. Writes are atomic (temp file + rename).
+stored profile equals one from a fresh profile. Writes are atomic (:mod:`moesim.files`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from moesim.cost.ops import OpCost
 from moesim.cost.pipeline import ServiceTimes
+from moesim.files import atomic_path
 
 __all__ = ["cache_dir", "profile_key", "save_service_times", "load_service_times"]
 
@@ -33,18 +33,14 @@ def profile_key(model: str, profile_hash: str, routing: np.ndarray, tokens: int)
 
 
 def save_service_times(st: ServiceTimes, key: str) -> Path:
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
     costs = np.array([[(c.mat_ns, c.vec_ns, c.overhead_ns) for c in layer] for layer in st.expert_costs],
                      dtype=np.float64)
-    fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".npz", dir=folder)
-    os.close(fd)
-    np.savez(tmp, counts=st.counts, costs=costs, non_ffn_ns=np.array(st.non_ffn_ns, dtype=np.int64),
-             scalars=np.array([st.n_tokens, st.expert_B, st.tail_ns, st.latency_ns, st.num_dense_layers],
-                              dtype=np.int64),
-             rates=np.array([st.B_per_ns, st.call_overhead_ns], dtype=np.float64), model=np.array(st.model))
-    path = folder / f"{key}.npz"
-    os.replace(tmp, path)
+    path = cache_dir() / f"{key}.npz"
+    with atomic_path(path) as tmp, tmp.open("wb") as fh:     # a file object: savez adds no .npz suffix
+        np.savez(fh, counts=st.counts, costs=costs, non_ffn_ns=np.array(st.non_ffn_ns, dtype=np.int64),
+                 scalars=np.array([st.n_tokens, st.expert_B, st.tail_ns, st.latency_ns, st.num_dense_layers],
+                                  dtype=np.int64),
+                 rates=np.array([st.B_per_ns, st.call_overhead_ns], dtype=np.float64), model=np.array(st.model))
     return path
 
 

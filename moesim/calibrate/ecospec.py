@@ -25,12 +25,12 @@ from typing import Literal
 import numpy as np
 
 from moesim.calibrate.profile_edit import set_profile_value
-from moesim.cost.verify import forward_time, verify_params
-from moesim.simulate.specdecode import Replayed, replay_run
 from moesim.config.catalog import load_model
 from moesim.config.device import GPUServerProfile
 from moesim.config.profiles import override_profile
 from moesim.config.specdecode import DraftAccuracy, MixtureRouting, SpecDecodeRun
+from moesim.cost.verify import forward_time, verify_params
+from moesim.simulate.specdecode import Replayed, replay_run
 from moesim.traces.trace import RoutingTrace
 
 __all__ = ["Target", "SPEC_TARGETS", "ASSUMED_PER_STEP_MS", "FUSED_ASSUMPTIONS", "calibration_run", "DraftFit",

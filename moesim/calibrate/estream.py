@@ -21,16 +21,18 @@ import numpy as np
 from scipy.optimize import brentq, least_squares
 
 from moesim.calibrate.profile_edit import set_profile_value
-from moesim.cost.ops import expert_op
-from moesim.cost.params import cpu_backend, npu_backend
 from moesim.config.catalog import load_model
 from moesim.config.device import MobileNPUProfile
+from moesim.config.prefill import EStreamPolicy, Prefetch, PrefillRun
 from moesim.config.profiles import override_profile
-from moesim.config.prefill import EStreamPolicy, PrefillRun
+from moesim.cost.ops import expert_op
+from moesim.cost.params import cpu_backend, npu_backend
 
-__all__ = ["Target", "ESTREAM_TARGETS", "FIT_FIELDS", "FitResult", "with_values", "predict", "fit_estream",
-           "fit_cpu_gemm", "write_fit", "NPU_VS_CPU", "CALIBRATED_AT"]
+__all__ = ["PAPER_MODEL", "Target", "ESTREAM_TARGETS", "FIT_FIELDS", "FitResult", "with_values", "predict",
+           "fit_estream", "fit_cpu_gemm", "write_fit", "NPU_VS_CPU", "CALIBRATED_AT"]
 
+#: the model of the published EStream figures (BRIEF.md section 6)
+PAPER_MODEL = "olmoe-1b-7b"
 NPU_VS_CPU = 4.4          # BRIEF.md section 6: NPU vs CPU on expert projections, >= 64 routed tokens
 NPU_VS_CPU_TOKENS = 64
 
@@ -41,7 +43,7 @@ class Target:
     model: str
     tokens: int
     policy: str
-    prefetch: str
+    prefetch: Prefetch
     metric: Literal["ttft_s", "bubble_share"]
     value: float
     tolerance: float
@@ -51,13 +53,13 @@ class Target:
 
 _SRC = "EStream paper, BRIEF.md section 6"
 ESTREAM_TARGETS = (
-    Target("estream/olmoe-4k-ttft", "olmoe-1b-7b", 4096, "estream", "non-ffn", "ttft_s", 2.12, 0.10,
+    Target("estream/olmoe-4k-ttft", PAPER_MODEL, 4096, "estream", "non-ffn", "ttft_s", 2.12, 0.10,
            "relative", f"{_SRC}: OLMoE-1B-7B 4,096-token TTFT 2.12 s"),
-    Target("estream/olmoe-1k-bubble-on-demand", "olmoe-1b-7b", 1024, "estream", "on-demand", "bubble_share",
+    Target("estream/olmoe-1k-bubble-on-demand", PAPER_MODEL, 1024, "estream", "on-demand", "bubble_share",
            0.3441, 0.04, "absolute", f"{_SRC}: bubble 34.41% on-demand at 1,024 tokens"),
-    Target("estream/olmoe-1k-bubble-after-routing", "olmoe-1b-7b", 1024, "estream", "after-routing",
+    Target("estream/olmoe-1k-bubble-after-routing", PAPER_MODEL, 1024, "estream", "after-routing",
            "bubble_share", 0.2136, 0.04, "absolute", f"{_SRC}: bubble 21.36% prefetch after routing"),
-    Target("estream/olmoe-1k-bubble-non-ffn", "olmoe-1b-7b", 1024, "estream", "non-ffn", "bubble_share",
+    Target("estream/olmoe-1k-bubble-non-ffn", PAPER_MODEL, 1024, "estream", "non-ffn", "bubble_share",
            0.0905, 0.04, "absolute", f"{_SRC}: bubble 9.05% prefetch during non-FFN"),
 )
 
@@ -89,7 +91,7 @@ def predict(profile: MobileNPUProfile, target: Target, group_size: int | None = 
 
     policy = EStreamPolicy.model_validate({"prefetch": target.prefetch, "group_size": group_size, "banks": banks})
     run = PrefillRun(model=target.model, device=profile.name, tokens=target.tokens, policy=policy)
-    return float(simulate_prefill(run, profile=profile).metrics[target.metric])
+    return float(simulate_prefill(run, profile=profile).to_dict()[target.metric])
 
 
 def _error(target: Target, predicted: float) -> float:
@@ -144,7 +146,7 @@ def fit_estream(profile: MobileNPUProfile, targets: tuple[Target, ...] = ESTREAM
 def fit_cpu_gemm(profile: MobileNPUProfile) -> float:
     """CPU Q4_0 GEMM rate (GFLOPS) making the CPU 4.4x slower than the NPU on one OLMoE expert
     with 64 routed tokens, under the fitted NPU numbers."""
-    model = load_model("olmoe-1b-7b")
+    model = load_model(PAPER_MODEL)
     npu_ns = expert_op(NPU_VS_CPU_TOKENS, model, npu_backend(profile)).total_ns
 
     def gap(gflops: float) -> float:

@@ -21,14 +21,14 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from moesim.config.device import HostProfile
+from moesim.config.formats import WeightFormat
+from moesim.config.model import GQAttention, ModelSpec, MoEShape, WeightRecipe
 from moesim.cost.ops import OpCost
 from moesim.cost.params import Backend, UFSParams
 from moesim.engine import Sim
 from moesim.policies.prefill.plan import StreamPlan, make_groups
 from moesim.simulate.prefill import routing_counts
-from moesim.config.device import HostProfile
-from moesim.config.formats import WeightFormat
-from moesim.config.model import GQAttention, ModelSpec, MoEShape, WeightRecipe
 from moesim.workloads.prefill import run_stream_prefill
 
 __all__ = ["HostFit", "fit_host", "host_backend", "host_ufs", "executor_model", "predict_executor",

@@ -15,14 +15,15 @@ from pathlib import Path
 import numpy as np
 
 from moesim.calibrate.host import executor_model, host_backend, host_ufs
+from moesim.config.device import HostProfile
+from moesim.config.model import ModelSpec
 from moesim.cost.maxplus import evaluate
 from moesim.cost.ops import expert_op
-from moesim.cost.pipeline import ServiceTimes, ns_int
+from moesim.cost.pipeline import ServiceTimes
 from moesim.errors import InputError
 from moesim.policies.prefill.search import Config, StoredProfile, build_profile, select, space
 from moesim.simulate.prefill import routing_counts
-from moesim.config.device import HostProfile
-from moesim.config.model import ModelSpec
+from moesim.units import ns
 
 __all__ = ["SweepCase", "host_service_times", "sweep"]
 
@@ -31,10 +32,10 @@ def host_service_times(p: HostProfile, model: ModelSpec, routing: np.ndarray, no
     be, ufs = host_backend(p), host_ufs(p)
     counts = routing_counts(routing, model.moe.num_routed_experts)
     n = routing.shape[0]
-    kernel_ns = ns_int(2.0 * n * nonffn_dim * nonffn_dim / p.cpu.require("nonffn_GFLOPS", p.name))
+    kernel_ns = ns(2.0 * n * nonffn_dim * nonffn_dim / p.cpu.require("nonffn_GFLOPS", p.name))
     costs = tuple(tuple(expert_op(int(t), model, be) for t in row) for row in counts.tolist())
     return ServiceTimes(model.name, n, model.expert_bytes("q4_0"), tuple([kernel_ns] * model.num_layers), 0,
-                        ns_int(ufs.latency_ns), ufs.B_per_ns, be.call_overhead_ns, counts, costs, 0)
+                        ns(ufs.latency_ns), ufs.B_per_ns, be.call_overhead_ns, counts, costs, 0)
 
 
 @dataclass(frozen=True)

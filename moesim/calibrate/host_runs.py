@@ -8,17 +8,18 @@ seeded skewed random routing for the small shape, so every machine replays the s
 from __future__ import annotations
 
 import statistics
-from datetime import datetime, timezone
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from moesim.calibrate.host import busy_ns, describe_machine, executor_model, predict_executor
-from moesim.config.profiles import override_profile
 from moesim.config.device import HostProfile
+from moesim.config.profiles import override_profile
+from moesim.files import atomic_path
 from moesim.traces import bundled_trace_path, read_trace
 
 __all__ = ["ExecutorCase", "CASES", "routing_for", "measure_cases", "predict_case", "predict_case_expected",
@@ -99,8 +100,7 @@ def measure_cases(workdir: Path, repeats: int = 11, out: Path = RUNS_CSV,
     drift of the disk or the host hits every case alike); medians (and spread) to ``out``.
     ``before_round(i)`` runs before round ``i`` (the disk probe, so calibration and validation
     see the disk over the same time window)."""
-    from moesim.native.cpu import (ExecutorConfig, ExecutorResult, ExpertShape, PackedFile, pack_experts,
-                                   run_executor)
+    from moesim.native.cpu import ExecutorConfig, ExecutorResult, ExpertShape, PackedFile, pack_experts, run_executor
 
     packed: dict[str, PackedFile] = {}
     configs: dict[str, ExecutorConfig] = {}
@@ -117,7 +117,7 @@ def measure_cases(workdir: Path, repeats: int = 11, out: Path = RUNS_CSV,
             runs[case.name].append(run_executor(packed[case.name], routing_for(case), configs[case.name],
                                                 workdir=workdir / "runs"))
     machine = describe_machine(workdir, runs[CASES[0].name][0].filesystem)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []
     for case in CASES:
         done = runs[case.name]
@@ -127,13 +127,13 @@ def measure_cases(workdir: Path, repeats: int = 11, out: Path = RUNS_CSV,
             reads = r.intervals[r.intervals.kind == "read"]
             rates.append(float(reads.bytes.sum()) / busy_ns(reads.start_ns.tolist(), reads.end_ns.tolist()))
         rows.append({"case": case.name, "makespan_s_median": statistics.median(spans), "makespan_s_min": min(spans),
-                     "makespan_s_max": max(spans), "bubble_share_median": statistics.median(r.bubble_share for r in done),
+                     "makespan_s_max": max(spans),
+                     "bubble_share_median": statistics.median(r.bubble_share for r in done),
                      "makespan_s_mean": statistics.fmean(spans),
                      "bubble_share_mean": statistics.fmean(r.bubble_share for r in done),
                      "repeats": repeats, "direct_io": all(r.direct_io for r in done), "filesystem": done[0].filesystem,
                      "read_GBps_median": statistics.median(rates), "machine": machine, "measured_at": stamp})
     table = pd.DataFrame(rows)
-    tmp = out.with_suffix(".csv.tmp")
-    table.to_csv(tmp, index=False)
-    tmp.replace(out)
+    with atomic_path(out) as tmp:
+        table.to_csv(tmp, index=False)
     return table

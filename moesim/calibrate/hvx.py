@@ -15,8 +15,6 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import io
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
@@ -25,6 +23,7 @@ import numpy as np
 
 from moesim.cost.hvx import FEATURES, features
 from moesim.errors import InputError, MoesimError
+from moesim.files import write_text_atomic
 from moesim.native import hexagon
 
 __all__ = ["PLAN", "PacketRow", "KernelFit", "measure", "provenance", "write_csv", "read_csv", "fit",
@@ -68,7 +67,8 @@ def _dims(shape: str) -> dict[str, int]:
     return {k: int(v) for k, v in (item.split("=") for item in shape.split(","))}
 
 
-def measure(plan: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None, *, seed: int = 0) -> list[PacketRow]:
+def measure(plan: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None, *,
+            seed: int = 0) -> list[PacketRow]:
     """Build, run, check against numpy and count packets: one row per kernel function and shape."""
     tc = hexagon.toolchain()
     build_dir = hexagon.build(tc)
@@ -80,7 +80,8 @@ def measure(plan: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = No
                 run = hexagon.run_case(tc, build_dir, case, count_packets=True)
                 if not run.ok:
                     raise MoesimError(f"{program} {shape}: output differs from numpy (hvx ok: {run.hvx_matches_numpy}, "
-                                      f"scalar ok: {run.scalar_matches_numpy}); packets of a wrong kernel are not counted")
+                                      f"scalar ok: {run.scalar_matches_numpy}); "
+                                      "packets of a wrong kernel are not counted")
                 assert run.counts is not None
                 for name, hvx_fn, scalar_fn in hexagon.KERNELS[program][2]:
                     c = run.counts[hvx_fn]
@@ -105,10 +106,7 @@ def write_csv(rows: Iterable[PacketRow], path: Path, notes: list[str]) -> None:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([f.name for f in fields(PacketRow)])
     w.writerows(astuple(r) for r in rows)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(buf.getvalue())
-    os.replace(tmp, path)
+    write_text_atomic(buf.getvalue(), path)
 
 
 def read_csv(path: Path) -> list[PacketRow]:
@@ -140,7 +138,8 @@ def fit(rows: Iterable[PacketRow]) -> dict[str, KernelFit]:
             raise InputError("kernel", f"has no packet-model features (one of {', '.join(FEATURES)})", kernel)
         train = [r for r in krows if r.split == "fit"]
         if len(train) < len(FEATURES[kernel][0]):
-            raise InputError(f"{kernel} fit rows", f"must be >= {len(FEATURES[kernel][0])} (one per feature)", len(train))
+            raise InputError(f"{kernel} fit rows", f"must be >= {len(FEATURES[kernel][0])} (one per feature)",
+                             len(train))
         x = np.array([features(kernel, _dims(r.shape)) for r in train])
         y = np.array([r.packets for r in train], dtype=float)
         coef = np.linalg.lstsq(x / y[:, None], np.ones_like(y), rcond=None)[0]
@@ -164,7 +163,4 @@ def write_packet_model(fits: dict[str, KernelFit], path: Path, source: str, note
                 f"coefficients = [{', '.join(repr(round(c, 6)) for c in f.coefficients)}]",
                 f"fit_max_rel_error = {f.fit_max_rel_error:.6f}",
                 f"heldout_max_rel_error = {f.heldout_max_rel_error:.6f}", ""]
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write("\n".join(out))
-    os.replace(tmp, path)
+    write_text_atomic("\n".join(out), path)

@@ -46,8 +46,8 @@ def routing_for_union(experts: int, gamma: int, k: int, union: int, seed: int) -
 
 def measure_layer(hidden: int, inter: int, experts: int, gamma: int, k: int, unions: list[int],
                   repeats: int = 7, seed: int = 0) -> pd.DataFrame:
-    from moesim.native.kernels import load_kernels
     from moesim.native.cpu import build
+    from moesim.native.kernels import load_kernels
 
     kern = load_kernels(build())
     weights = [kern.random_q4_0(3 * inter, hidden, seed=seed + e) for e in range(experts)]

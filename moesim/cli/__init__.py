@@ -11,10 +11,11 @@ from collections.abc import Sequence
 
 import click
 
-from moesim import __version__
+from moesim._version import __version__
 from moesim.cli.autoconfig_cmd import autoconfig
 from moesim.cli.catalog_cmd import devices, models
 from moesim.cli.prefill_cmd import prefill
+from moesim.cli.rerun_cmd import rerun
 from moesim.cli.specdecode_cmd import specdecode
 from moesim.cli.sweep_cmd import plot, sweep
 from moesim.cli.validate_cmd import calibrate, validate
@@ -36,6 +37,7 @@ def cli(debug: bool) -> None:
 cli.add_command(models)
 cli.add_command(devices)
 cli.add_command(prefill)
+cli.add_command(rerun)
 cli.add_command(autoconfig)
 cli.add_command(specdecode)
 cli.add_command(sweep)

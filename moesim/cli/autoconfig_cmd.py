@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import click
 
 from moesim.cli.output import emit_json, emit_table
+from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
+from moesim.config.prefill import PREFETCH_POINTS, Prefetch
 
 __all__ = ["autoconfig"]
 
 
 @click.command()
-@click.option("--model", default="olmoe-1b-7b", show_default=True, metavar="NAME|PATH")
-@click.option("--device", default="sd8-elite-gen5", show_default=True, metavar="NAME|PATH")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, metavar="NAME|PATH")
+@click.option("--device", default=DEFAULT_PHONE_DEVICE, show_default=True, metavar="NAME|PATH")
 @click.option("--tokens", type=click.IntRange(min=1), default=1024, show_default=True)
 @click.option("--memory-budget-gib", type=float, required=True, help="Peak-memory budget of the prefill.")
 @click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet) for the routing.")
-@click.option("--prefetch", type=click.Choice(["non-ffn", "after-routing", "on-demand"]), default="non-ffn",
+@click.option("--prefetch", type=click.Choice(PREFETCH_POINTS), default="non-ffn",
               show_default=True)
 @click.option("--verify", is_flag=True, help="Also simulate every configuration (exhaustive sweep) and report regret.")
 @click.option("--plot", metavar="PATH", help="Save the TTFT-vs-budget trade-off (.png/.svg/.pdf).")
@@ -28,7 +30,7 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
     from moesim.autoconfig.run import autoconfigure, exhaustive, prepare, simulate_config
     from moesim.units import GiB
 
-    gate: Any = prefetch
+    gate = cast(Prefetch, prefetch)      # click.Choice admits only PREFETCH_POINTS
     case = prepare(model, device, tokens, trace_path)
     choice = autoconfigure(case, memory_budget_gib, gate)
     cfg = choice.config
@@ -68,5 +70,6 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
     if verify:
         rows += [("exhaustive_best", f"G={ex.best.group_size} B={ex.best.banks} Q={ex.best.queue_depth}"),
                  ("exhaustive_ttft_s", f"{out['exhaustive_ttft_s']:.4f}"), ("regret", f"{out['regret']:.4%}"),
-                 ("exhaustive_wall_s", f"{ex.wall_s:.2f}"), ("speedup_vs_exhaustive", f"{out['speedup_vs_exhaustive']:.0f}x")]
+                 ("exhaustive_wall_s", f"{ex.wall_s:.2f}"),
+                 ("speedup_vs_exhaustive", f"{out['speedup_vs_exhaustive']:.0f}x")]
     emit_table(["field", "value"], rows)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from moesim.cli.output import emit_json, emit_table, fmt_num
-from moesim.report.catalog import model_record, profile_record, profile_rows
 from moesim.config.catalog import list_models, load_model
 from moesim.config.profiles import list_profiles, load_profile
+from moesim.report.catalog import model_record, profile_record, profile_rows
 
 __all__ = ["models", "devices"]
 

@@ -9,22 +9,23 @@ from typing import Any
 
 import click
 
-__all__ = ["emit_json", "render_table", "emit_table", "fmt_num"]
+__all__ = ["emit_json", "json_clean", "render_table", "emit_table", "fmt_num"]
 
 
-def _clean(obj: Any) -> Any:
+def json_clean(obj: Any) -> Any:
+    """``obj`` as ``emit_json`` prints it: string keys, lists for tuples, NaN/inf as None."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
+        return {str(k): json_clean(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [json_clean(v) for v in obj]
     return obj
 
 
 def emit_json(obj: Any) -> None:
     """Print ``obj`` as JSON: sorted keys, two-space indent, NaN/inf as null."""
-    click.echo(json.dumps(_clean(obj), indent=2, sort_keys=True, allow_nan=False))
+    click.echo(json.dumps(json_clean(obj), indent=2, sort_keys=True, allow_nan=False))
 
 
 def fmt_num(value: float | int | None, digits: int = 3) -> str:

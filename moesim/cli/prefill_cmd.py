@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from moesim.cli.output import emit_json, emit_table
-from moesim.errors import InputError
-from moesim.results import write_json_atomic
-from moesim.simulate.prefill import mobile_profile, simulate_prefill
-from moesim.config.device import MobileNPUProfile
-from moesim.config.profiles import override_profile
+from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.loading import validate_data
-from moesim.config.prefill import POLICY_NAMES, PrefillRun
+from moesim.config.prefill import POLICY_NAMES, PREFETCH_POINTS, PrefillRun, build_policy
+from moesim.errors import InputError
+from moesim.files import write_json_atomic
+from moesim.results import PrefillMetrics
+from moesim.simulate.prefill import simulate_prefill
 
-__all__ = ["prefill"]
-
-_POLICY_OPTIONS = {"group_size": {"estream", "naive"}, "banks": {"estream"},
-                   "queue_depth": {"estream", "layer-b2"}, "prefetch": {"estream"}}
-
-
-def _policy(kind: str, options: dict[str, Any]) -> dict[str, Any]:
-    policy: dict[str, Any] = {"kind": kind}
-    for name, value in options.items():
-        if value is None:
-            continue
-        if kind not in _POLICY_OPTIONS[name]:
-            allowed = ", ".join(sorted(_POLICY_OPTIONS[name]))
-            raise InputError(f"--{name.replace('_', '-')}", f"applies to policy {allowed}, not {kind}", value)
-        policy[name] = value
-    return policy
-
+__all__ = ["prefill", "show_prefill", "parse_overrides"]
 
 def parse_overrides(items: tuple[str, ...]) -> dict[str, float]:
     """``("ufs.effective_read_bw_GBps=3.0", ...)`` -> ``{"ufs.effective_read_bw_GBps": 3.0}``."""
@@ -48,8 +30,8 @@ def parse_overrides(items: tuple[str, ...]) -> dict[str, float]:
 
 
 @click.command()
-@click.option("--model", default="olmoe-1b-7b", show_default=True, metavar="NAME|PATH")
-@click.option("--device", default="sd8-elite-gen5", show_default=True, metavar="NAME|PATH")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, metavar="NAME|PATH")
+@click.option("--device", default=DEFAULT_PHONE_DEVICE, show_default=True, metavar="NAME|PATH")
 @click.option("--tokens", type=int, default=1024, show_default=True, help="Prompt length.")
 @click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet); default: the "
               "model's real trace from ../shared/traces, else the bundled or generated synthetic one.")
@@ -57,7 +39,7 @@ def parse_overrides(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--group-size", type=int, help="Experts per group (estream, naive).")
 @click.option("--banks", type=int, help="Banks in the arena (estream).")
 @click.option("--queue-depth", type=int, help="Reads in flight (estream, layer-b2).")
-@click.option("--prefetch", type=click.Choice(["non-ffn", "after-routing", "on-demand"]), help="estream prefetch point.")
+@click.option("--prefetch", type=click.Choice(PREFETCH_POINTS), help="estream prefetch point.")
 @click.option("--memory-budget-gib", type=float, help="Peak-memory budget; the default rule fits B to it.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
               help="Override one profile number for a what-if (repeatable), e.g. ufs.effective_read_bw_GBps=3.0")
@@ -70,23 +52,25 @@ def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy
     """Simulate MoE prefill with expert streaming (EStream) or a baseline policy."""
     options = {"group_size": group_size, "banks": banks, "queue_depth": queue_depth, "prefetch": prefetch}
     run = validate_data(PrefillRun, {"model": model, "device": device, "tokens": tokens, "trace": trace_path,
-                                     "policy": _policy(policy, options), "memory_budget_GiB": memory_budget_gib,
-                                     "seed": seed})
-    profile = mobile_profile(device)
-    if overrides:
-        changed = override_profile(profile, parse_overrides(overrides))
-        assert isinstance(changed, MobileNPUProfile)
-        profile = changed
-    result = simulate_prefill(run, profile=profile)
+                                     "policy": build_policy(policy, options), "memory_budget_GiB": memory_budget_gib,
+                                     "seed": seed, "overrides": parse_overrides(overrides)})
+    result = simulate_prefill(run)
     if timeline:
         write_json_atomic(result.to_chrome_trace(), timeline)
-    m = result.metrics
+    show_prefill(result.metrics, as_json)
+
+
+def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
+    """Print a prefill result as ``moesim prefill`` does: a table, or its JSON."""
+    m = metrics.model_dump(mode="json")
     if as_json:
         emit_json(m)
         return
-    cfg, tr = m["config"], m["trace"]
+    cfg, tr = m["config"], m["config"]["trace"]
     click.echo(f"{cfg['model']} on {cfg['device']}, {cfg['tokens']} tokens, policy {cfg['policy']} "
                f"(G={cfg['group_size']}, B={cfg['banks']}, Q={cfg['queue_depth']}, prefetch {cfg['prefetch']})")
+    if cfg["overrides"]:
+        click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
     click.echo(f"routing: {tr['source']} ({'synthetic' if tr['synthetic'] else 'real'})")
     rows = [("ttft_s", f"{m['ttft_s']:.4f}"), ("tokens_per_s", f"{m['tokens_per_s']:.1f}"),
             ("peak_memory_gib", f"{m['peak_memory_gib']:.3f}"), ("bubble_share", f"{m['bubble_share']:.4f}"),

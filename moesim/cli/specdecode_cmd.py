@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
 from moesim.cli.output import emit_json, emit_table
 from moesim.cli.prefill_cmd import parse_overrides
-from moesim.errors import InputError
-from moesim.simulate.specdecode import gamma_sweep, gpu_profile, simulate_specdecode
+from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL
 from moesim.config.device import GPUServerProfile
 from moesim.config.loading import validate_data
-from moesim.config.profiles import override_profile
 from moesim.config.specdecode import SELECTORS, SpecDecodeRun, parse_predictor, parse_routing
+from moesim.errors import InputError
+from moesim.plotting import check_figure_path, pyplot, save_figure
+from moesim.results import SpecDecodeMetrics
+from moesim.simulate.specdecode import gamma_sweep, gpu_profile, simulate_specdecode
 
-__all__ = ["specdecode", "parse_gammas", "plot_sweep"]
+__all__ = ["specdecode", "show_specdecode", "parse_gammas", "plot_sweep"]
 
 _ROWS = (("mean_active_experts", "{:.3f}"), ("acceptance_length", "{:.3f}"), ("hbm_bytes_per_step", "{:,.0f}"),
          ("t_draft_s", "{:.4f}"), ("t_pred_s", "{:.4f}"), ("t_verify_s", "{:.4f}"), ("t_step_s", "{:.4f}"),
@@ -36,12 +37,8 @@ def parse_gammas(text: str) -> list[int]:
 
 def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
     """E and speedup against gamma, one line per selection rule (matplotlib, imported here)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError("--plot", "needs matplotlib (pip install 'moesim[plot]')", path) from None
+    out = check_figure_path(path, "--plot")
+    plt = pyplot("--plot", path)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     for sel in dict.fromkeys(r["selector"] for r in rows):
         mine = [r for r in rows if r["selector"] == sel]
@@ -52,22 +49,12 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
     axes[0].legend()
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(Path(path))
-    plt.close(fig)
-
-
-def _profile(device: str, overrides: tuple[str, ...]) -> GPUServerProfile:
-    profile = gpu_profile(device)
-    if overrides:
-        changed = override_profile(profile, parse_overrides(overrides))
-        assert isinstance(changed, GPUServerProfile)
-        profile = changed
-    return profile
+    save_figure(fig, out)
 
 
 @click.command()
-@click.option("--model", default="gpt-oss-120b", show_default=True, metavar="NAME|PATH")
-@click.option("--device", default="h200x8-hf", show_default=True, metavar="NAME|PATH")
+@click.option("--model", default=DEFAULT_GPU_MODEL, show_default=True, metavar="NAME|PATH")
+@click.option("--device", default=DEFAULT_GPU_DEVICE, show_default=True, metavar="NAME|PATH")
 @click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet); default: the model's "
               "real trace from ../shared/traces, else a synthetic one (labelled).")
 @click.option("--selector", metavar="RULE", help=f"Draft selection rule: {', '.join(SELECTORS)} "
@@ -98,22 +85,30 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
         "model": model, "device": device, "trace": trace_path, "selector": selector or "confidence",
         "gamma": gamma, "predictor": parse_predictor(predictor), "tree": {"depth": depth, "width": width},
         "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,
-        "t_pred_ms": t_pred_ms, "passes": passes, "seed": seed})
-    profile = _profile(device, overrides)
+        "t_pred_ms": t_pred_ms, "passes": passes, "seed": seed, "overrides": parse_overrides(overrides)})
+    profile = gpu_profile(run.device, run.overrides)
     if plot and not gamma_sweep:
         raise InputError("--plot", "needs --gamma-sweep", plot)
     if gamma_sweep:
         _sweep(run, profile, parse_gammas(gamma_sweep), [selector] if selector else list(SELECTORS), plot, as_json)
         return
-    m = simulate_specdecode(run, profile=profile).metrics
+    show_specdecode(simulate_specdecode(run).metrics, as_json)
+
+
+def show_specdecode(metrics: SpecDecodeMetrics, as_json: bool) -> None:
+    """Print a speculative-decoding result as ``moesim specdecode`` does: a table, or its JSON."""
+    m = metrics.model_dump(mode="json")
     if as_json:
         emit_json(m)
         return
-    tr = m["trace"]
-    click.echo(f"{run.model} on {profile.name}: {run.selector}, gamma {run.gamma}, tree {depth} x {width}, "
-               f"predictor {run.predictor.kind}, draft routing {run.routing.kind}")
+    cfg, tr = m["config"], m["config"]["trace"]
+    click.echo(f"{cfg['model']} on {cfg['device']}: {cfg['selector']}, gamma {cfg['gamma']}, tree "
+               f"{cfg['tree']['depth']} x {cfg['tree']['width']}, predictor {cfg['predictor']['kind']}, "
+               f"draft routing {cfg['routing']['kind']}")
+    if cfg["overrides"]:
+        click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
     click.echo(f"routing: {tr['source']} ({'synthetic' if tr['synthetic'] else 'real'}), "
-               f"{tr['decode_tokens']:,} decode tokens x {run.passes} passes")
+               f"{tr['decode_tokens']:,} decode tokens x {cfg['passes']} passes")
     rows = [(k, fmt.format(m[k])) for k, fmt in _ROWS]
     rows.append(("predictor_accuracy", "-" if m["predictor_accuracy"] is None else f"{m['predictor_accuracy']:.3f}"))
     rows.append(("ar.t_token_s", f"{m['ar']['t_token_s']:.4f}"))
@@ -122,7 +117,7 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
 
 def _sweep(run: SpecDecodeRun, profile: GPUServerProfile, gammas: list[int], selectors: list[str],
            plot: str | None, as_json: bool) -> None:
-    rows = gamma_sweep(run, gammas, selectors, profile=profile)
+    rows = gamma_sweep(run, gammas, selectors)
     if plot:
         plot_sweep(rows, plot, f"{run.model} on {profile.name}")
     if as_json:

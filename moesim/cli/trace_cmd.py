@@ -11,11 +11,18 @@ from pydantic import ValidationError
 from moesim.cli.output import emit_json, emit_table, fmt_num
 from moesim.errors import InputError
 from moesim.traces import (
-    FORMATS, TargetStats, assemble_prompt, import_report, import_trace, read_trace, synthesize, trace_stats,
+    FORMATS,
+    TargetStats,
+    assemble_prompt,
+    import_report,
+    import_trace,
+    read_trace,
+    synthesize,
+    trace_stats,
     write_trace,
 )
-from moesim.traces.trace import PHASE_NAMES, RoutingTrace
 from moesim.traces.stats import TraceStats
+from moesim.traces.trace import PHASE_NAMES, RoutingTrace
 
 __all__ = ["trace"]
 

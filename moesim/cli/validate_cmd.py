@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from moesim.cli.output import emit_json, emit_table
+from moesim.config.catalog import DEFAULT_PHONE_DEVICE
+from moesim.files import write_text_atomic
 
 __all__ = ["validate", "calibrate"]
 
@@ -19,8 +21,8 @@ __all__ = ["validate", "calibrate"]
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def validate(only: str | None, report: str, remeasure: bool, as_json: bool) -> None:
     """Run the registered validation cases; exit 1 when any fails."""
-    from moesim.validate.registry import render_markdown, run_cases
     from moesim.validate.cases import registry
+    from moesim.validate.registry import render_markdown, run_cases
 
     if remeasure:
         from moesim.validate.host import remeasure_host
@@ -28,10 +30,7 @@ def validate(only: str | None, report: str, remeasure: bool, as_json: bool) -> N
         remeasure_host()
     results = run_cases(registry(), only)
     if only is None and Path(report).parent.is_dir():
-        path = Path(report)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(render_markdown(results))
-        tmp.replace(path)
+        write_text_atomic(render_markdown(results), report)
     if as_json:
         emit_json({"cases": [r.to_dict() for r in results]})
     else:
@@ -51,14 +50,14 @@ def calibrate() -> None:
 
 
 @calibrate.command("estream")
-@click.option("--device", default="sd8-elite-gen5", show_default=True, metavar="NAME|PATH")
+@click.option("--device", default=DEFAULT_PHONE_DEVICE, show_default=True, metavar="NAME|PATH")
 @click.option("--write/--no-write", default=False, help="Write the fitted numbers into the profile file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def calibrate_estream(device: str, write: bool, as_json: bool) -> None:
     """Fit HMX rate, dequantisation rate, call overhead and UFS bandwidth to the EStream figures."""
     from moesim.calibrate.estream import fit_cpu_gemm, fit_estream, with_values, write_fit
-    from moesim.simulate.prefill import mobile_profile
     from moesim.config.profiles import profile_dir, profile_names
+    from moesim.simulate.prefill import mobile_profile
 
     profile = mobile_profile(device)
     fit = fit_estream(profile)
@@ -86,17 +85,14 @@ def calibrate_estream(device: str, write: bool, as_json: bool) -> None:
 def calibrate_host(out_dir: str, workdir: str, quick: bool, write: bool, as_json: bool) -> None:
     """Build native_ref/cpu, run its micro-benchmarks and fit the host profile."""
     from moesim.calibrate.host import measure_and_fit, render_host_profile
-    from moesim.config.profiles import load_profile, profile_dir
+    from moesim.config.profiles import profile_dir, write_profile
 
     fit, paths, fs, dev = measure_and_fit(Path(out_dir), Path(workdir), quick)
     text = render_host_profile(fit, ", ".join(str(p) for p in paths.values()), fs, dev)
     if write:
-        target = profile_dir() / "host.toml"
-        tmp = target.with_suffix(".toml.tmp")
-        tmp.write_text(text)
-        load_profile(tmp)            # validate before replacing
-        tmp.replace(target)
-    values = {k: v for k, v in fit.__dict__.items() if k not in ("residuals", "read_bw_spread_GBps", "read_bw_deciles_GBps")}
+        write_profile(text, profile_dir() / "host.toml")
+    values = {k: v for k, v in fit.__dict__.items()
+              if k not in ("residuals", "read_bw_spread_GBps", "read_bw_deciles_GBps")}
     if as_json:
         emit_json({"values": values, "residuals": fit.residuals, "read_bw_spread_GBps": fit.read_bw_spread_GBps,
                    "read_bw_deciles_GBps": fit.read_bw_deciles_GBps, "csv": {k: str(v) for k, v in paths.items()},

@@ -9,13 +9,22 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from moesim.errors import InputError
 from moesim.config.loading import read_toml, validate_data
 from moesim.config.model import ModelSpec
+from moesim.errors import InputError
 
-__all__ = ["CATALOG_DIR", "model_names", "load_model", "list_models"]
+__all__ = ["CATALOG_DIR", "DEFAULT_MODEL", "DEFAULT_PHONE_DEVICE", "DEFAULT_GPU_MODEL", "DEFAULT_GPU_DEVICE",
+           "model_names", "load_model", "list_models"]
 
 CATALOG_DIR = Path(__file__).parent / "models"
+
+#: What a run uses when no model or device is named: the prefill workload (``moesim prefill``,
+#: ``autoconfig``, prefill sweeps) runs OLMoE-1B-7B on the Snapdragon phone profile ...
+DEFAULT_MODEL = "olmoe-1b-7b"
+DEFAULT_PHONE_DEVICE = "sd8-elite-gen5"
+#: ... and speculative decoding (``moesim specdecode``, its sweeps) gpt-oss-120b on 8 H200s.
+DEFAULT_GPU_MODEL = "gpt-oss-120b"
+DEFAULT_GPU_DEVICE = "h200x8-hf"
 
 
 def model_names() -> list[str]:

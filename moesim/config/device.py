@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
+from moesim.config.base import Frozen
 from moesim.config.sections import Section
 
 __all__ = [
@@ -148,9 +149,7 @@ class GPURuntimeSection(Section):
     hbm_efficiency_ratio: Annotated[float, Field(gt=0, le=1)] | None = None
 
 
-class _Profile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _Profile(Frozen):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
     display_name: str
     description: str = ""
@@ -226,7 +225,8 @@ class HostCPUSection(Section):
 
     model: str
     cores_count: PositiveInt
-    ffn_GFLOPS: PositiveFloat | None = Field(None, description="expert FFN rate per routed token (GEMM + SwiGLU + scatter)")
+    ffn_GFLOPS: PositiveFloat | None = Field(None,
+                                             description="expert FFN rate per routed token (GEMM + SwiGLU + scatter)")
     dequant_GBps: PositiveFloat | None = Field(None, description="per-expert fixed cost as Q4_0 bytes per second")
     nonffn_GFLOPS: PositiveFloat | None = Field(None, description="the executor's non-FFN FP32 matmul kernel")
     call_overhead_us: PositiveFloat | None = Field(None, description="hand-off of one group to the compute thread")

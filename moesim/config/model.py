@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
+from moesim.config.base import Frozen
 from moesim.config.formats import WeightFormat, storage_format, tensor_bytes
 
 __all__ = [
@@ -51,11 +52,7 @@ class Tensor:
         return self.rows * self.row_len * self.count
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GQAttention(_Frozen):
+class GQAttention(Frozen):
     """Multi-head / grouped-query attention (MHA when ``num_kv_heads == num_heads``)."""
 
     kind: Literal["gqa"] = "gqa"
@@ -90,7 +87,7 @@ class GQAttention(_Frozen):
         return 2 * self.num_kv_heads * self.head_dim
 
 
-class MLAttention(_Frozen):
+class MLAttention(Frozen):
     """DeepSeek multi-head latent attention."""
 
     kind: Literal["mla"] = "mla"
@@ -122,7 +119,7 @@ class MLAttention(_Frozen):
         return self.kv_lora_rank + self.qk_rope_head_dim
 
 
-class MoEShape(_Frozen):
+class MoEShape(Frozen):
     """Routed and shared experts of every MoE layer (all MoE layers are alike)."""
 
     num_routed_experts: Annotated[int, Field(ge=2)]
@@ -141,7 +138,7 @@ class MoEShape(_Frozen):
         return self
 
 
-class WeightRecipe(_Frozen):
+class WeightRecipe(Frozen):
     """A format per tensor class; ``default`` covers classes not listed."""
 
     default: WeightFormat
@@ -168,7 +165,7 @@ RECIPES: dict[str, WeightRecipe] = {
 }
 
 
-class ModelSpec(_Frozen):
+class ModelSpec(Frozen):
     """An MoE transformer: shape, checkpoint formats and where the numbers came from."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")

@@ -6,21 +6,25 @@ the UFS queue) happen when the run is resolved, with the same one-line errors.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt
 
-__all__ = ["Prefetch", "EStreamPolicy", "ResidentPolicy", "NaivePolicy", "LayerB2Policy", "CPUPolicy",
-           "MmapPolicy", "PrefillPolicy", "PrefillRun", "POLICY_NAMES"]
+from moesim.config.base import Frozen
+from moesim.errors import InputError
 
+__all__ = ["Prefetch", "PREFETCH_POINTS", "EStreamPolicy", "ResidentPolicy", "NaivePolicy", "LayerB2Policy",
+           "CPUPolicy", "MmapPolicy", "PrefillPolicy", "PrefillRun", "POLICY_NAMES", "PolicyName", "policy_options",
+           "build_policy"]
+
+#: When a streamed layer's expert reads may start (the prefetch point): once the layer's
+#: non-FFN operators have started, once its routing is known, or when compute asks for a group.
 Prefetch = Literal["non-ffn", "after-routing", "on-demand"]
+PREFETCH_POINTS: tuple[Prefetch, ...] = get_args(Prefetch)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class EStreamPolicy(_Frozen):
+class EStreamPolicy(Frozen):
     """Expert streaming through B banks of G experts with Q reads in flight."""
 
     kind: Literal["estream"] = "estream"
@@ -30,34 +34,34 @@ class EStreamPolicy(_Frozen):
     prefetch: Prefetch = Field("non-ffn", description="when a layer's reads may start")
 
 
-class ResidentPolicy(_Frozen):
+class ResidentPolicy(Frozen):
     """All experts resident in DRAM; the NPU never waits for I/O."""
 
     kind: Literal["resident"] = "resident"
 
 
-class NaivePolicy(_Frozen):
+class NaivePolicy(Frozen):
     """Load a group, then compute it: one buffer, no overlap."""
 
     kind: Literal["naive"] = "naive"
     group_size: PositiveInt = 1
 
 
-class LayerB2Policy(_Frozen):
+class LayerB2Policy(Frozen):
     """Two layer-sized buffers: the next layer's experts load while this one computes."""
 
     kind: Literal["layer-b2"] = "layer-b2"
     queue_depth: PositiveInt | None = None
 
 
-class CPUPolicy(_Frozen):
+class CPUPolicy(Frozen):
     """llama.cpp-like execution on the CPU cores with all weights resident."""
 
     kind: Literal["cpu"] = "cpu"
     ubatch_tokens: PositiveInt = Field(512, description="prompt tokens per forward (llama.cpp n_ubatch)")
 
 
-class MmapPolicy(_Frozen):
+class MmapPolicy(Frozen):
     """llama.cpp-like CPU execution with experts demand-paged from a memory-mapped file."""
 
     kind: Literal["mmap"] = "mmap"
@@ -68,10 +72,63 @@ PrefillPolicy = Annotated[
     EStreamPolicy | ResidentPolicy | NaivePolicy | LayerB2Policy | CPUPolicy | MmapPolicy,
     Field(discriminator="kind"),
 ]
-POLICY_NAMES = ("estream", "resident", "naive", "layer-b2", "cpu", "mmap")
+_POLICY_MODELS: tuple[type[Frozen], ...] = get_args(get_args(PrefillPolicy)[0])
+#: the policies' ``kind`` values, in the union's order
+POLICY_NAMES: tuple[str, ...] = tuple(m.model_fields["kind"].default for m in _POLICY_MODELS)
+#: a policy name as a pydantic field type: the Literal of :data:`POLICY_NAMES` (``str`` to mypy,
+#: which cannot read a Literal built at run time)
+if TYPE_CHECKING:
+    PolicyName = str
+else:
+    PolicyName = Literal[POLICY_NAMES]
 
 
-class PrefillRun(_Frozen):
+def policy_options() -> dict[str, frozenset[str]]:
+    """Each policy option (a field of a policy model other than ``kind``) -> the policies that take it.
+
+    >>> {name: sorted(kinds) for name, kinds in policy_options().items()}  # doctest: +NORMALIZE_WHITESPACE
+    {'group_size': ['estream', 'naive'], 'banks': ['estream'], 'queue_depth': ['estream', 'layer-b2'],
+     'prefetch': ['estream'], 'ubatch_tokens': ['cpu', 'mmap']}
+    """
+    takes: dict[str, set[str]] = {}
+    for model, kind in zip(_POLICY_MODELS, POLICY_NAMES):
+        for name in model.model_fields:
+            if name != "kind":
+                takes.setdefault(name, set()).add(kind)
+    return {name: frozenset(kinds) for name, kinds in takes.items()}
+
+
+def build_policy(kind: str, options: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
+    """The ``policy`` data of a :class:`PrefillRun` of policy ``kind`` from option values
+    (None = not given); the values are validated with the run.
+
+    An option that ``kind`` does not take raises :class:`InputError`, named as on the command
+    line; with ``strict=False`` it is dropped instead (a sweep axis applies to the policies
+    that take it and is ignored by the others).
+
+    >>> build_policy("naive", {"group_size": 4, "banks": None})
+    {'kind': 'naive', 'group_size': 4}
+    >>> build_policy("resident", {"banks": 3})
+    Traceback (most recent call last):
+    moesim.errors.InputError: --banks applies to policy estream, not resident, got 3
+    """
+    takes = policy_options()
+    policy: dict[str, Any] = {"kind": kind}
+    for name, value in options.items():
+        if value is None:
+            continue
+        flag = f"--{name.replace('_', '-')}"
+        if name not in takes:
+            raise InputError(flag, f"is not an option of any prefill policy ({', '.join(takes)})", value)
+        if kind not in takes[name]:
+            if not strict:
+                continue
+            raise InputError(flag, f"applies to policy {', '.join(sorted(takes[name]))}, not {kind}", value)
+        policy[name] = value
+    return policy
+
+
+class PrefillRun(Frozen):
     """Everything one prefill simulation needs, fully resolved names included."""
 
     model: str
@@ -81,3 +138,5 @@ class PrefillRun(_Frozen):
     memory_budget_GiB: PositiveFloat | None = None
     trace: str | None = Field(None, description="canonical trace file; None = the model's default source")
     seed: int = 0
+    overrides: dict[str, float] = Field(default_factory=dict,
+                                        description="profile numbers changed for a what-if: {'section.field': value}")

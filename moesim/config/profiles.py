@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import typing
 from functools import cache
 from pathlib import Path
-import typing
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
-from moesim.errors import InputError
 from moesim.config.device import DeviceProfile, GPUServerProfile, HostProfile, MobileNPUProfile
 from moesim.config.loading import read_toml, validate_union
+from moesim.errors import InputError
+from moesim.files import atomic_path
 from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["profile_dir", "profile_names", "load_profile", "load_profile_of", "list_profiles", "profile_hash",
-           "override_profile", "AnyProfile"]
+           "override_profile", "write_profile", "AnyProfile"]
 
 AnyProfile = MobileNPUProfile | GPUServerProfile | HostProfile
 _ADAPTER: TypeAdapter[AnyProfile] = TypeAdapter(DeviceProfile)
@@ -83,6 +84,15 @@ def load_profile(name_or_path: str | Path) -> AnyProfile:
         return _read(path)
     raise InputError("device", f"must be a bundled profile ({', '.join(profile_names())}) or a .toml file",
                      text)
+
+
+def write_profile(text: str, path: Path) -> Path:
+    """Replace the profile file ``path`` with ``text`` atomically, once ``text`` loads as a
+    profile; on any error the old file is left as it was."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+        _read(tmp)
+    return path
 
 
 P = TypeVar("P", MobileNPUProfile, GPUServerProfile, HostProfile)

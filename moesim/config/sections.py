@@ -3,7 +3,8 @@
 A section's ``provenance`` table maps each numeric field to a note that starts with its
 kind: ``spec:``, ``paper:``, ``measured:``, ``fitted:``, ``derived:`` or ``assumed:``.
 A number that is not known yet is left out of the file and given the provenance
-``fitted: pending ...``; an optional number with neither value nor note is "not given"; code that needs it calls :meth:`Section.require`, which raises
+``fitted: pending ...``; an optional number with neither value nor note is "not given"; code that needs it
+calls :meth:`Section.require`, which raises
 :class:`~moesim.errors.NotFittedError` instead of inventing a default.
 """
 
@@ -13,8 +14,9 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
+from moesim.config.base import Frozen
 from moesim.errors import NotFittedError
 
 __all__ = ["PROVENANCE_KINDS", "Section", "numeric_fields", "provenance_kind"]
@@ -43,10 +45,8 @@ def provenance_kind(note: str) -> str:
     return note.split(":", 1)[0].strip().lower()
 
 
-class Section(BaseModel):
+class Section(Frozen):
     """A profile section: numeric fields with unit suffixes plus their provenance notes."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     provenance: dict[str, str] = Field(
         default_factory=dict, description="field name -> 'kind: note' for every number")

@@ -9,10 +9,12 @@ are the values fitted to the published EAGLE-3 figures on gpt-oss-120b
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
+from moesim.config.base import Frozen
+from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL
 from moesim.errors import InputError
 
 __all__ = ["SELECTORS", "Selector", "DraftTree", "DraftAccuracy", "NearbyRouting", "RequestRouting",
@@ -20,8 +22,9 @@ __all__ = ["SELECTORS", "Selector", "DraftTree", "DraftAccuracy", "NearbyRouting
            "AccuracyPredictor", "LearnedPredictor", "Predictor", "SpecDecodeRun", "parse_predictor",
            "parse_routing", "FITTED_TOP1_LOGIT", "FITTED_CONTEXT_FREE_SHARE"]
 
+#: The draft selection rules (moesim.policies.specdecode.select): which tree nodes are verified.
 Selector = Literal["confidence", "ecospec", "global-cost"]
-SELECTORS: tuple[str, ...] = ("confidence", "ecospec", "global-cost")
+SELECTORS: tuple[Selector, ...] = get_args(Selector)
 
 #: Fitted by ``validation/fit_ecospec.py`` (confidence selection, gamma 4, gpt-oss-120b,
 #: its real nvmoe trace, seed 0): the draft's mean top-1 logit matches alpha = 1.88, the
@@ -30,11 +33,7 @@ FITTED_TOP1_LOGIT = -0.3127
 FITTED_CONTEXT_FREE_SHARE = 0.9557
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DraftTree(_Frozen):
+class DraftTree(Frozen):
     """Draft tree shape: ``depth`` draft steps; at each step the ``width`` most probable
     nodes of the previous depth are expanded into their top-``width`` tokens."""
 
@@ -42,7 +41,7 @@ class DraftTree(_Frozen):
     width: Annotated[int, Field(ge=1, le=8)] = 2
 
 
-class DraftAccuracy(_Frozen):
+class DraftAccuracy(Frozen):
     """How good the draft is (docs/specdecode.md, "draft-accuracy model").
 
     At an expanded node of depth ``d - 1`` the draft's top-1 confidence is
@@ -58,7 +57,7 @@ class DraftAccuracy(_Frozen):
     depth_drift: float = Field(0.0, ge=-5.0, le=5.0)
 
 
-class NearbyRouting(_Frozen):
+class NearbyRouting(Frozen):
     """A non-true draft at position ``i`` routes like a token drawn uniformly from
     ``i - window .. i + window`` of the same request (``i`` itself excluded)."""
 
@@ -66,25 +65,25 @@ class NearbyRouting(_Frozen):
     window: PositiveInt = 8
 
 
-class RequestRouting(_Frozen):
+class RequestRouting(Frozen):
     """... like a token drawn uniformly from the same request (segment)."""
 
     kind: Literal["request"] = "request"
 
 
-class TraceRouting(_Frozen):
+class TraceRouting(Frozen):
     """... like a token drawn uniformly from the whole trace (no context locality)."""
 
     kind: Literal["trace"] = "trace"
 
 
-class SamePositionRouting(_Frozen):
+class SamePositionRouting(Frozen):
     """... exactly like the true token at its position (the optimistic bound)."""
 
     kind: Literal["same-position"] = "same-position"
 
 
-class MixtureRouting(_Frozen):
+class MixtureRouting(Frozen):
     """With probability ``context_free_share`` like :class:`TraceRouting`, else like
     :class:`NearbyRouting` with ``window`` (the fitted default)."""
 
@@ -97,13 +96,13 @@ DraftRouting = Annotated[NearbyRouting | RequestRouting | TraceRouting | SamePos
                          Field(discriminator="kind")]
 
 
-class OraclePredictor(_Frozen):
+class OraclePredictor(Frozen):
     """Predicts every token's experts exactly."""
 
     kind: Literal["oracle"] = "oracle"
 
 
-class AccuracyPredictor(_Frozen):
+class AccuracyPredictor(Frozen):
     """Recovers each of a token's true top-k experts with probability ``fraction``; the
     others are replaced by experts drawn by that layer's popularity in the trace."""
 
@@ -111,7 +110,7 @@ class AccuracyPredictor(_Frozen):
     fraction: Annotated[float, Field(ge=0.0, le=1.0, description="fraction of the true top-k recovered")]
 
 
-class LearnedPredictor(_Frozen):
+class LearnedPredictor(Frozen):
     """A count-based model (previous tokens' and previous layer's experts, token ids when
     the trace has them) trained on the other folds of the trace (cross-fitting)."""
 
@@ -122,11 +121,11 @@ class LearnedPredictor(_Frozen):
 Predictor = Annotated[OraclePredictor | AccuracyPredictor | LearnedPredictor, Field(discriminator="kind")]
 
 
-class SpecDecodeRun(_Frozen):
+class SpecDecodeRun(Frozen):
     """Everything one speculative-decoding simulation needs."""
 
-    model: str = "gpt-oss-120b"
-    device: str = "h200x8-hf"
+    model: str = DEFAULT_GPU_MODEL
+    device: str = DEFAULT_GPU_DEVICE
     trace: str | None = Field(None, description="canonical trace file; None = the model's real trace")
     selector: Selector = "confidence"
     gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root (bonus) token included")
@@ -139,6 +138,8 @@ class SpecDecodeRun(_Frozen):
     t_pred_ms: NonNegativeFloat | None = Field(None, description="predictor time per step; None = 4 ms when used")
     passes: Annotated[int, Field(ge=1, le=100)] = Field(8, description="replays of the whole trace")
     seed: Annotated[int, Field(ge=0)] = 0
+    overrides: dict[str, float] = Field(default_factory=dict,
+                                        description="profile numbers changed for a what-if: {'section.field': value}")
 
 
 def parse_predictor(text: str) -> dict[str, object]:

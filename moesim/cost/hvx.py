@@ -94,8 +94,8 @@ def _load(path: Path) -> dict[str, PacketModel]:
     for kernel, table in data.get("kernels", {}).items():
         names = tuple(table["features"])
         if kernel not in FEATURES or names != FEATURES[kernel][0]:
-            raise InputError(f"{path.name}: kernels.{kernel}.features", f"must be {list(FEATURES.get(kernel, ((),))[0])}",
-                             list(names))
+            raise InputError(f"{path.name}: kernels.{kernel}.features",
+                             f"must be {list(FEATURES.get(kernel, ((),))[0])}", list(names))
         models[kernel] = PacketModel(kernel, names, tuple(float(c) for c in table["coefficients"]),
                                      str(data.get("source", "?")), float(table["heldout_max_rel_error"]))
     return models

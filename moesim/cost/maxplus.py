@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Literal
+
+from moesim.config.prefill import Prefetch
 
 __all__ = ["GroupTimes", "PipelineInput", "evaluate", "lower_bound"]
-
-Gate = Literal["non-ffn", "after-routing", "on-demand"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class PipelineInput:
     latency_ns: int
 
 
-def evaluate(inp: PipelineInput, banks: int, queue_depth: int, gate: Gate) -> int:
+def evaluate(inp: PipelineInput, banks: int, queue_depth: int, gate: Prefetch) -> int:
     """TTFT in ns of the streamed prefill under (B, Q, prefetch point).
 
     One pass in the loader's order suffices: reads and compute share the static group
@@ -93,7 +92,7 @@ def evaluate(inp: PipelineInput, banks: int, queue_depth: int, gate: Gate) -> in
     return end + inp.tail_ns
 
 
-def lower_bound(inp: PipelineInput, gate: Gate) -> int:
+def lower_bound(inp: PipelineInput, gate: Prefetch) -> int:
     """A TTFT no configuration of banks and queue depth can beat, for this grouping.
 
     Max of (a) every needed transfer back to back plus one latency, and (b) the compute

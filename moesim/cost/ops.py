@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from moesim.cost.params import Backend
 from moesim.config.formats import tensor_bytes
 from moesim.config.model import RECIPES, GQAttention, ModelSpec, TensorClass
+from moesim.cost.params import Backend
 
 __all__ = ["OpCost", "padded", "matmul", "expert_op", "group_op", "attention_op", "layer_non_ffn",
            "is_attention_layer", "lm_head_op", "FP32_B", "FP16_B"]

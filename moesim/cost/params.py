@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moesim.cost.hvx import hvx_dequant_GBps_limit
 from moesim.config.device import MobileNPUProfile
+from moesim.cost.hvx import hvx_dequant_GBps_limit
 
 __all__ = ["Backend", "UFSParams", "npu_backend", "cpu_backend", "ufs_params"]
 

@@ -10,18 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from moesim.cost.maxplus import GroupTimes, PipelineInput
-from moesim.cost.ops import OpCost, group_op, layer_non_ffn, lm_head_op
-from moesim.cost.params import Backend, UFSParams
-
 from moesim.config.model import ModelSpec
+from moesim.cost.maxplus import GroupTimes, PipelineInput
+from moesim.cost.ops import OpCost, layer_non_ffn, lm_head_op
+from moesim.cost.params import Backend, UFSParams
+from moesim.units import ns
 
-__all__ = ["ServiceTimes", "service_times", "pipeline_input", "ns_int"]
-
-
-def ns_int(duration: float) -> int:
-    """The simulator's rounding of a duration to integer ns (moesim.engine.ns)."""
-    return int(duration + 0.5)
+__all__ = ["ServiceTimes", "service_times", "pipeline_input"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +39,7 @@ class ServiceTimes:
 
 
 def service_times(model: ModelSpec, be: Backend, ufs: UFSParams, counts: np.ndarray, n_tokens: int) -> ServiceTimes:
-    non_ffn = tuple(sum(ns_int(c.total_ns) for c in layer_non_ffn(model, n_tokens, layer, be).values())
+    non_ffn = tuple(sum(ns(c.total_ns) for c in layer_non_ffn(model, n_tokens, layer, be).values())
                     for layer in range(model.num_layers))
     from moesim.cost.ops import expert_op
 
@@ -57,8 +52,8 @@ def service_times(model: ModelSpec, be: Backend, ufs: UFSParams, counts: np.ndar
                 cache[t] = expert_op(int(t), model, be)
             layer_costs.append(cache[t])
         costs.append(tuple(layer_costs))
-    return ServiceTimes(model.name, n_tokens, model.expert_bytes("q4_0"), non_ffn, ns_int(lm_head_op(model, be).total_ns),
-                        ns_int(ufs.latency_ns), ufs.B_per_ns, be.call_overhead_ns, counts, tuple(costs),
+    return ServiceTimes(model.name, n_tokens, model.expert_bytes("q4_0"), non_ffn, ns(lm_head_op(model, be).total_ns),
+                        ns(ufs.latency_ns), ufs.B_per_ns, be.call_overhead_ns, counts, tuple(costs),
                         model.num_dense_layers)
 
 
@@ -71,7 +66,7 @@ def _group_ns(mats: list[float], vecs: list[float], call_overhead_ns: float) -> 
         vec = vec + v
     if mat == 0 and vec == 0:
         return 0
-    return ns_int(OpCost(mat, vec, call_overhead_ns).total_ns)
+    return ns(OpCost(mat, vec, call_overhead_ns).total_ns)
 
 
 def pipeline_input(st: ServiceTimes, group_size: int) -> PipelineInput:
@@ -87,6 +82,6 @@ def pipeline_input(st: ServiceTimes, group_size: int) -> PipelineInput:
             active = any(row[first:last])
             n_bytes = st.expert_B * (last - first)
             compute = _group_ns(mats[first:last], vecs[first:last], st.call_overhead_ns) if active else 0
-            layer.append(GroupTimes(active, compute, ns_int(n_bytes / st.B_per_ns)))
+            layer.append(GroupTimes(active, compute, ns(n_bytes / st.B_per_ns)))
         groups.append(tuple(layer))
     return PipelineInput(st.non_ffn_ns, tuple(groups), st.tail_ns, st.latency_ns)

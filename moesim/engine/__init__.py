@@ -1,6 +1,6 @@
 """SimPy layer with no domain words: the Sim object, the span recorder."""
 
 from moesim.engine.recorder import Recorder, Span
-from moesim.engine.sim import Sim, ns
+from moesim.engine.sim import Sim
 
-__all__ = ["Sim", "Recorder", "Span", "ns"]
+__all__ = ["Sim", "Recorder", "Span"]

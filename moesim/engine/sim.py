@@ -1,5 +1,7 @@
 """One simulation: a SimPy environment on an integer-nanosecond clock, a seeded RNG, a recorder.
 
+Durations become clock steps with :func:`moesim.units.ns` (rounded half up).
+
 No module-level state: two Sims run side by side in one process. Ties between events at
 the same instant resolve in SimPy's order, first scheduled first; processes are always
 started in the same order, so the same inputs and seed give the same timeline.
@@ -12,13 +14,7 @@ import simpy
 
 from moesim.engine.recorder import Recorder
 
-__all__ = ["Sim", "ns"]
-
-
-def ns(duration: float) -> int:
-    """A duration in ns as the integer the clock advances by (round half up, never negative)."""
-    assert duration >= 0, f"negative duration {duration}"
-    return int(duration + 0.5)
+__all__ = ["Sim"]
 
 
 class Sim:

@@ -6,7 +6,8 @@ from collections.abc import Generator
 from typing import Any
 
 from moesim.cost.ops import OpCost
-from moesim.engine import Sim, ns
+from moesim.engine import Sim
+from moesim.units import ns
 
 __all__ = ["ComputeUnit"]
 

@@ -14,7 +14,8 @@ from typing import Any
 import simpy
 
 from moesim.cost.params import UFSParams
-from moesim.engine import Sim, ns
+from moesim.engine import Sim
+from moesim.units import ns
 
 __all__ = ["UFS"]
 

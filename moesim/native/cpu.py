@@ -21,9 +21,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from moesim.config.prefill import PREFETCH_POINTS, Prefetch
 from moesim.errors import InputError
-from moesim.native._bench import (BenchTable, bench_dequant, bench_ffn, bench_nonffn, bench_read,
-                                  read_bench_csv)
+from moesim.native._bench import BenchTable, bench_dequant, bench_ffn, bench_nonffn, bench_read, read_bench_csv
 from moesim.native._build import NativeBuildError, NativeRunError, build, native_dir, repo_root, run_tool
 
 __all__ = ["Prefetch", "IOMode", "PREFETCH_POINTS", "INTERVAL_COLUMNS", "ExpertShape", "OLMOE_SHAPE",
@@ -32,9 +32,7 @@ __all__ = ["Prefetch", "IOMode", "PREFETCH_POINTS", "INTERVAL_COLUMNS", "ExpertS
            "read_packed", "run_executor", "read_intervals", "BenchTable", "bench_read", "bench_ffn",
            "bench_nonffn", "bench_dequant", "read_bench_csv"]
 
-Prefetch = Literal["non-ffn", "after-routing", "on-demand"]
 IOMode = Literal["auto", "direct", "buffered"]
-PREFETCH_POINTS: tuple[Prefetch, ...] = get_args(Prefetch)
 #: Columns of the executor's interval CSV (times: ns since the run started, CLOCK_MONOTONIC).
 INTERVAL_COLUMNS = ("kind", "layer", "group", "bank", "start_ns", "end_ns", "bytes", "tokens")
 _ROUTING_MAGIC = b"MOEROUT1"

@@ -331,7 +331,8 @@ def run_case(tc: Toolchain, build_dir: Path, case: KernelCase, *, count_packets:
         counts = None
         if count_packets:
             if not counts_file.is_file():
-                raise HexagonRunError(f"qemu-hexagon did not load the packet plugin ({err[-1] if err else 'no output'}); "
+                raise HexagonRunError("qemu-hexagon did not load the packet plugin "
+                                      f"({err[-1] if err else 'no output'}); "
                                       "it needs the dynamically linked qemu-user, not qemu-user-static")
             fns = [f for _, hvx, scalar in KERNELS[case.program][2] for f in (hvx, scalar)]
             counts = _count_functions(tc, elf, counts_file, fns)

@@ -8,11 +8,11 @@ from typing import Any, Literal
 import pandas as pd
 
 from moesim.errors import InputError
+from moesim.plotting import check_figure_path, pyplot, save_figure
 
 __all__ = ["plot_results", "select_rows"]
 
 PlotKind = Literal["line", "tradeoff"]
-_FORMATS = (".png", ".svg", ".pdf")
 
 
 def select_rows(frame: pd.DataFrame, where: dict[str, str]) -> pd.DataFrame:
@@ -36,22 +36,14 @@ def plot_results(frame: pd.DataFrame, path: str | Path, *, x: str, y: str, hue: 
                  kind: PlotKind = "line", title: str | None = None) -> Path:
     """A line plot of ``y`` against ``x`` (one line per ``hue`` value), or for ``kind="tradeoff"``
     a scatter of latency against peak memory; written to PNG, SVG or PDF by its suffix."""
-    out = Path(path)
-    if out.suffix.lower() not in _FORMATS:
-        raise InputError("-o", "must end in .png, .svg or .pdf", str(path))
+    out = check_figure_path(path, "-o")
     for name, option in ((x, "--x"), (y, "--y")) + (((hue, "--hue"),) if hue else ()):
         _column(frame, name, option)
     if "status" in frame.columns:
         frame = frame[frame["status"] == "ok"]
     if frame.empty:
         raise InputError("results", "have no successful point to plot", show_value=False)
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError("plot", "needs matplotlib: pip install 'moesim[plot]'", str(path)) from None
+    plt = pyplot("plot", path)
     groups: list[tuple[Any, pd.DataFrame]] = list(frame.groupby(hue, sort=True)) if hue else [(None, frame)]
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
     for value, group in groups:
@@ -69,8 +61,4 @@ def plot_results(frame: pd.DataFrame, path: str | Path, *, x: str, y: str, hue: 
     if hue:
         ax.legend(fontsize=7)
     fig.tight_layout()
-    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
-    fig.savefig(tmp, metadata={"Software": None} if out.suffix.lower() == ".png" else None)
-    plt.close(fig)
-    tmp.replace(out)
-    return out
+    return save_figure(fig, out)

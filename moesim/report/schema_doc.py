@@ -18,6 +18,7 @@ from moesim.config.device import GPUServerProfile, HostProfile, MobileNPUProfile
 from moesim.config.formats import FORMAT_INFO
 from moesim.config.model import RECIPES, GQAttention, MLAttention, ModelSpec, MoEShape, WeightRecipe
 from moesim.config.sections import PROVENANCE_KINDS, Section
+from moesim.files import write_text_atomic
 from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["render_profiles_reference", "render_models_reference", "write_reference"]
@@ -88,13 +89,16 @@ def render_models_reference() -> str:
     lines += ["## Weight formats", "", "| format | weights per block | bytes per block | bits per weight | layout |",
               "|---|---|---|---|---|"]
     for fmt, info in FORMAT_INFO.items():
-        lines.append(f"| {fmt.value} | {info.block_weights} | {info.block_bytes} | {info.bits_per_weight:g} | {info.source} |")
-    lines += ["", "## Recipes", "", "`native` is each model's checkpoint formats (`native_formats`). Shared recipes:", ""]
+        lines.append(f"| {fmt.value} | {info.block_weights} | {info.block_bytes} | {info.bits_per_weight:g} "
+                     f"| {info.source} |")
+    lines += ["", "## Recipes", "",
+              "`native` is each model's checkpoint formats (`native_formats`). Shared recipes:", ""]
     for name, recipe in RECIPES.items():
         parts = ", ".join(f"{k}={v.value}" for k, v in recipe.model_dump(exclude_none=True).items())
         lines.append(f"- `{name}`: {parts}")
     lines += ["", "## Catalog", "", "| model | MoE layers | dense | hidden | expert ffn | routed | shared | top-k | "
-              "Q4_0 bytes/expert | native bytes/expert | config source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "Q4_0 bytes/expert | native bytes/expert | config source |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in list_models():
         lines.append(f"| `{m.name}` | {m.num_moe_layers} | {m.num_dense_layers} | {m.hidden_size} | "
                      f"{m.moe.expert_intermediate_size} | {m.moe.num_routed_experts} | {m.moe.num_shared_experts} | "
@@ -103,16 +107,8 @@ def render_models_reference() -> str:
 
 
 def write_reference(folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
     pages = {"profiles.md": render_profiles_reference(), "models.md": render_models_reference()}
-    written = []
-    for name, text in pages.items():
-        path = folder / name
-        tmp = path.with_suffix(".md.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-        written.append(path)
-    return written
+    return [write_text_atomic(text, folder / name) for name, text in pages.items()]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,24 +7,23 @@ from typing import Any
 
 import numpy as np
 
-from moesim import __version__
+from moesim.config.catalog import load_model
+from moesim.config.device import MobileNPUProfile
+from moesim.config.model import ModelSpec
+from moesim.config.prefill import EStreamPolicy, PrefillRun
+from moesim.config.profiles import AnyProfile, load_profile_of, override_profile, profile_hash
 from moesim.cost.bounds import stream_bounds
 from moesim.cost.memory import MemoryBreakdown, prefill_memory
 from moesim.cost.ops import OpCost, layer_non_ffn, lm_head_op
 from moesim.cost.params import cpu_backend, npu_backend, ufs_params
+from moesim.cost.pipeline import service_times
 from moesim.engine import Sim
 from moesim.errors import InputError
-from moesim.cost.pipeline import service_times
-from moesim.policies.prefill.search import Choice, build_profile, select
 from moesim.policies.prefill.plan import StreamPlan, plan_prefill
-from moesim.results import PrefillResult
-from moesim.config.catalog import load_model
-from moesim.config.device import MobileNPUProfile
-from moesim.config.model import ModelSpec
-from moesim.config.profiles import AnyProfile, load_profile_of, profile_hash
-from moesim.config.prefill import EStreamPolicy, PrefillRun
-from moesim.traces.trace import RoutingTrace
+from moesim.policies.prefill.search import Choice, build_profile, select
+from moesim.results import PrefillConfig, PrefillMetrics, PrefillResult, run_config
 from moesim.traces.sources import prompt_routing
+from moesim.traces.trace import RoutingTrace
 from moesim.units import GiB, KiB, MiB
 from moesim.workloads.prefill import run_stream_prefill
 from moesim.workloads.prefill_cpu import run_cpu_prefill
@@ -32,8 +31,10 @@ from moesim.workloads.prefill_cpu import run_cpu_prefill
 __all__ = ["simulate_prefill", "simulate_routing", "mobile_profile", "routing_counts", "base_memory"]
 
 
-def mobile_profile(device: str | AnyProfile) -> MobileNPUProfile:
-    return load_profile_of(device, MobileNPUProfile, "prefill")
+def mobile_profile(device: str | AnyProfile, overrides: dict[str, float] | None = None) -> MobileNPUProfile:
+    """The phone profile ``device`` (a name, a path or a profile) with ``overrides`` applied."""
+    profile = load_profile_of(device, MobileNPUProfile, "prefill")
+    return load_profile_of(override_profile(profile, overrides), MobileNPUProfile, "prefill") if overrides else profile
 
 
 def routing_counts(experts: np.ndarray, n_exp: int) -> np.ndarray:
@@ -82,9 +83,10 @@ def simulate_prefill(run: PrefillRun, trace: RoutingTrace | None = None, *,
                      profile: MobileNPUProfile | None = None) -> PrefillResult:
     """Simulate one prefill; the routing comes from ``trace`` (assembled to ``run.tokens``)
     or, when None, from the model's default source (real trace if one exists, else synthetic).
-    ``profile`` overrides ``run.device`` with an in-memory profile (calibration, what-ifs)."""
+    ``profile`` replaces ``run.device`` with an in-memory profile (calibration); ``run.overrides``
+    apply to either."""
     model = load_model(run.model)
-    device = profile if profile is not None else mobile_profile(run.device)
+    device = mobile_profile(profile if profile is not None else run.device, run.overrides)
     routing, trace_info = prompt_routing(model, run.tokens, trace=trace, path=run.trace, seed=run.seed)
     return simulate_routing(run, model, device, routing, trace_info)
 
@@ -134,13 +136,9 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
         memory = MemoryBreakdown(base.weights_B, cstats.cache_peak_B, base.activations_B, base.kv_cache_B,
                                  base.runtime_B)
     wall = time.perf_counter() - wall0
-    metrics.update(_common(run, plan, memory, trace_info, device, events, wall))
-    metrics["config"]["autoconfigured"] = auto is not None
-    if auto is not None:
-        metrics["config"]["predicted_ttft_s"] = auto.ttft_ns / 1e9
-        metrics["config"]["selection_ms"] = auto.selection_ms
+    metrics.update(_common(run, plan, memory, trace_info, device, events, wall, auto))
     metrics["tokens_per_s"] = run.tokens / metrics["ttft_s"] if metrics["ttft_s"] > 0 else 0.0
-    return PrefillResult(metrics=metrics, spans=sim.recorder.frame())
+    return PrefillResult(metrics=PrefillMetrics.model_validate(metrics), spans=sim.recorder.frame())
 
 
 def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
@@ -224,18 +222,20 @@ def _cpu_metrics(plan: StreamPlan, stats: Any, unit: Any, model: ModelSpec, coun
 
 
 def _common(run: PrefillRun, plan: StreamPlan, memory: MemoryBreakdown, trace_info: dict[str, Any],
-            device: MobileNPUProfile, events: int, wall: float) -> dict[str, Any]:
+            device: MobileNPUProfile, events: int, wall: float, auto: Choice | None) -> dict[str, Any]:
+    config = PrefillConfig(
+        **run_config("prefill", run, device.name, profile_hash(device), trace_info),
+        tokens=run.tokens, policy=plan.policy, group_size=plan.group_size, banks=plan.banks,
+        queue_depth=plan.queue_depth, prefetch=plan.gate, ubatch_tokens=plan.ubatch_tokens,
+        memory_budget_gib=run.memory_budget_GiB, autoconfigured=auto is not None,
+        predicted_ttft_s=None if auto is None else auto.ttft_ns / 1e9,
+        selection_ms=None if auto is None else auto.selection_ms)
     return {
         "peak_memory_gib": memory.total_B / GiB,
         "fits_device_memory": memory.total_B <= device.memory.usable_GiB * GiB,
         "memory_gib": {"weights": memory.weights_B / GiB, "arena": memory.arena_B / GiB,
                        "activations": memory.activations_B / GiB, "kv_cache": memory.kv_cache_B / GiB,
                        "runtime": memory.runtime_B / GiB},
-        "config": {"policy": plan.policy, "group_size": plan.group_size, "banks": plan.banks,
-                   "queue_depth": plan.queue_depth, "prefetch": plan.gate, "ubatch_tokens": plan.ubatch_tokens,
-                   "model": run.model, "device": device.name, "tokens": run.tokens,
-                   "memory_budget_gib": run.memory_budget_GiB, "seed": run.seed},
-        "trace": trace_info,
+        "config": config,
         "sim": {"wall_s": wall, "events": events},
-        "provenance": {"moesim_version": __version__, "profile_hash": profile_hash(device)},
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -18,19 +18,26 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from moesim import __version__
-from moesim.cost.verify import (VerifyParams, ar_time, draft_time_estimate, forward_bytes, forward_time,
-                                runtime_time, verify_params)
+from moesim.config.catalog import load_model
+from moesim.config.device import GPUServerProfile
+from moesim.config.model import ModelSpec
+from moesim.config.profiles import AnyProfile, load_profile_of, override_profile, profile_hash
+from moesim.config.specdecode import AccuracyPredictor, LearnedPredictor, SpecDecodeRun
+from moesim.cost.verify import (
+    VerifyParams,
+    ar_time,
+    draft_time_estimate,
+    forward_bytes,
+    forward_time,
+    runtime_time,
+    verify_params,
+)
 from moesim.errors import InputError
 from moesim.policies.specdecode.bits import Words, pack_sets
 from moesim.policies.specdecode.learned import fit_learned
 from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle_table, table_predictor
 from moesim.policies.specdecode.tree import tree_shape
-from moesim.config.catalog import load_model
-from moesim.config.device import GPUServerProfile
-from moesim.config.model import ModelSpec
-from moesim.config.profiles import AnyProfile, load_profile_of, profile_hash
-from moesim.config.specdecode import AccuracyPredictor, LearnedPredictor, SpecDecodeRun
+from moesim.results import SpecDecodeConfig, SpecDecodeMetrics, SpecDecodeResult, run_config
 from moesim.traces.trace import DECODE, RoutingTrace
 from moesim.units import GiB
 from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, ReplayStats, replay
@@ -48,20 +55,11 @@ DEFAULT_PRED_S = 0.004
 SYNTHETIC_TOKENS = 2048
 
 
-@dataclass(frozen=True)
-class SpecDecodeResult:
-    """``metrics`` has the stable JSON keys of ``moesim specdecode --json``; ``steps`` one row
-    per verification step (flat records)."""
-
-    metrics: dict[str, Any]
-    steps: pd.DataFrame = field(repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.metrics
-
-
-def gpu_profile(device: str | AnyProfile) -> GPUServerProfile:
-    return load_profile_of(device, GPUServerProfile, "specdecode")
+def gpu_profile(device: str | AnyProfile, overrides: dict[str, float] | None = None) -> GPUServerProfile:
+    """The GPU profile ``device`` (a name, a path or a profile) with ``overrides`` applied."""
+    profile = load_profile_of(device, GPUServerProfile, "specdecode")
+    return (load_profile_of(override_profile(profile, overrides), GPUServerProfile, "specdecode") if overrides
+            else profile)
 
 
 @cache
@@ -186,7 +184,7 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
     """Simulate batch-1 speculative decoding of ``run.model`` on ``run.device`` (or ``profile``)."""
     wall0 = time.perf_counter()
     model = load_model(run.model)
-    device = profile if profile is not None else gpu_profile(run.device)
+    device = gpu_profile(profile if profile is not None else run.device, run.overrides)
     capacity = device.gpu.gpus_count * device.gpu.hbm_capacity_GiB * GiB
     if model.total_weight_bytes() > capacity:
         raise InputError("model", f"must fit the {capacity / GiB:.0f} GiB of HBM of {device.name}", model.name)
@@ -194,9 +192,12 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
     rep = replay_run(run, trace)
     metrics, steps = _metrics(run, device, params, rep.stats, rep.predictor)
     wall = time.perf_counter() - wall0
-    metrics["trace"] = rep.trace
+    resolved = run.model_dump(mode="json", include={"selector", "gamma", "epsilon", "passes", "tree", "draft",
+                                                    "routing", "predictor", "t_draft_ms", "t_pred_ms"})
+    metrics["config"] = SpecDecodeConfig(
+        **run_config("specdecode", run, device.name, profile_hash(device), rep.trace), **resolved)
     metrics["sim"] = {"wall_s": wall, "steps_per_wall_s": metrics["steps"] / wall if wall > 0 else 0.0}
-    return SpecDecodeResult(metrics, steps)
+    return SpecDecodeResult(SpecDecodeMetrics.model_validate(metrics), steps)
 
 
 def _metrics(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams, stats: ReplayStats,
@@ -224,8 +225,6 @@ def _metrics(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams,
         "ar": {"t_token_s": t_ar, "tokens_per_s": 1.0 / t_ar, "mean_active_experts": float(params.top_k),
                "hbm_bytes_per_token": float(forward_bytes(params, float(params.n_moe_layers * params.top_k)))},
         "predictor": pred_info, "sources": {"t_draft_s": draft_src, "t_pred_s": pred_src},
-        "config": {**run.model_dump(mode="json"), "device": device.name},
-        "provenance": {"moesim_version": __version__, "profile_hash": profile_hash(device)},
     }
     steps = pd.DataFrame({"step": np.arange(len(tokens)), "accepted": stats.accepted, "verified": stats.verified,
                           "active_experts": total.astype(np.int64), "hbm_bytes": hbm, "t_verify_s": t_verify})
@@ -240,7 +239,7 @@ def gamma_sweep(run: SpecDecodeRun, gammas: Sequence[int], selectors: Sequence[s
         for g in gammas:
             one = SpecDecodeRun.model_validate({**run.model_dump(), "selector": sel, "gamma": g})
             r = simulate_specdecode(one, trace, profile=profile)
-            m = r.metrics
+            m = r.to_dict()
             rows.append({"selector": sel, "gamma": g, **{k: m[k] for k in (
                 "mean_active_experts", "acceptance_length", "hbm_bytes_per_step", "t_verify_s", "t_step_s",
                 "tokens_per_s", "speedup_vs_ar", "steps", "predictor_accuracy")}})

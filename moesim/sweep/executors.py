@@ -2,13 +2,24 @@
 
 Every executor yields finished rows in completion order; the caller stores them. Leaving
 the generator early (Ctrl-C, a stop) cancels the points not yet started.
+
+The local pool's workers cannot outlive the sweep: they run in a process group of their
+own, which the pool kills (SIGKILL) when the sweep stops early (an error, Ctrl-C, a stop),
+and each worker dies with the process that started it, even when that one is killed with
+``kill -9`` (``PR_SET_PDEATHSIG`` on Linux, a watchdog thread elsewhere).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Generator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from multiprocessing.context import BaseContext
 from typing import Any
 
 from moesim.errors import InputError
@@ -30,22 +41,107 @@ def run_serial(tasks: list[Task]) -> Generator[Row, None, None]:
         yield run_point(task)
 
 
-def run_processes(tasks: list[Task], workers: int) -> Generator[Row, None, None]:
-    """A local pool of ``workers`` processes, at most ``2 * workers`` points queued at once."""
-    pending = list(reversed(tasks))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        running: set[Future[Row]] = set()
+#: seconds between two looks at the parent's pid by a worker's watchdog (non-Linux only)
+_WATCHDOG_PERIOD_S = 0.5
+_PR_SET_PDEATHSIG = 1   # <linux/prctl.h>
+
+
+def _die_with_parent(parent: int) -> None:
+    """Make this worker process die (SIGKILL) as soon as ``parent``, the sweep, is gone.
+
+    On Linux the kernel sends the signal when the *thread* that started the worker ends:
+    the pool starts its workers from the thread that submits the points, the one running
+    the sweep, so that is the sweep's end too.
+    """
+    if sys.platform.startswith("linux"):
         try:
-            while pending or running:
-                while pending and len(running) < 2 * workers:
-                    running.add(pool.submit(run_point, pending.pop()))
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in sorted(finished, key=lambda f: f.result()["point.index"]):
-                    yield future.result()
-        finally:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                # the parent may have died before prctl took effect: then it never signals
+                if os.getppid() != parent:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return
+        except (OSError, AttributeError):
+            pass   # no usable libc: fall back to the watchdog
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_WATCHDOG_PERIOD_S)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+    threading.Thread(target=watch, name="moesim-sweep-watchdog", daemon=True).start()
+
+
+def _init_worker(parent: int, group: Any) -> None:
+    """Initializer of a pool worker: join the pool's process group, die with the sweep.
+
+    ``group`` is a shared integer: 0 until the first worker makes a process group of its
+    own, then that group's id, which the other workers join.
+    """
+    with group.get_lock():
+        try:   # (no process groups on Windows: AttributeError)
+            if group.value:
+                os.setpgid(0, group.value)
+            else:
+                os.setpgid(0, 0)
+                group.value = os.getpid()
+        except (OSError, AttributeError):
+            pass   # the group is gone (its workers died): the parent-death guard still holds
+    # Ctrl-C at a terminal reaches the sweep, which kills the group; workers need not see it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent)
+
+
+def _pool_context() -> BaseContext:
+    """The platform's default start method, but never forkserver: the guard needs the sweep
+    to be the workers' parent (fork on Linux before Python 3.14, spawn on macOS and Windows)."""
+    method = multiprocessing.get_start_method()
+    return multiprocessing.get_context("spawn" if method == "forkserver" else method)
+
+
+def _kill_group(group: Any) -> None:
+    """SIGKILL the pool's process group. Called before the pool reaps its workers: while one
+    of them is this process's unreaped child, or in the group, the group id cannot be reused."""
+    pgid = group.value
+    if pgid and hasattr(os, "killpg") and pgid != os.getpgid(0):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def run_processes(tasks: list[Task], workers: int) -> Generator[Row, None, None]:
+    """A local pool of ``workers`` processes, at most ``2 * workers`` points queued at once.
+
+    The workers form their own process group, killed when the sweep stops before every point
+    ran; each dies with this process, even if it is killed with SIGKILL.
+    """
+    pending = list(reversed(tasks))
+    ctx = _pool_context()
+    group = ctx.Value("l", 0)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                               initargs=(os.getpid(), group))
+    running: set[Future[Row]] = set()
+    complete = False
+    try:
+        while pending or running:
+            while pending and len(running) < 2 * workers:
+                running.add(pool.submit(run_point, pending.pop()))
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in sorted(finished, key=lambda f: f.result()["point.index"]):
+                yield future.result()
+        complete = True
+    finally:
+        if not complete:
+            # an error, Ctrl-C or a stop: the points still running are not wanted any more
             for future in running:
                 future.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
+            _kill_group(group)
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_dask(tasks: list[Task], scheduler: Any) -> Generator[Row, None, None]:

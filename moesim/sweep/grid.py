@@ -13,38 +13,44 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, create_model
 
-from moesim.errors import InputError
-from moesim.config.catalog import load_model
+from moesim.config.base import Frozen
+from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL, DEFAULT_MODEL, DEFAULT_PHONE_DEVICE, load_model
 from moesim.config.loading import read_toml, validate_data
+from moesim.config.prefill import PolicyName, Prefetch, policy_options
 from moesim.config.profiles import load_profile
-from moesim.config.prefill import Prefetch
 from moesim.config.specdecode import Selector
+from moesim.errors import InputError
 
 __all__ = ["WORKLOADS", "PrefillParams", "SpecDecodeParams", "Point", "Grid", "parse_grid", "load_grid"]
 
-PrefillPolicyName = Literal["estream", "resident", "naive", "layer-b2", "cpu", "mmap"]
+_TAKES = policy_options()
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def _takes(option: str) -> str:
+    """The policies that take a policy option, as its field description."""
+    return ", ".join(sorted(_TAKES[option]))
+
+
+class _Params(Frozen):
+    """The parameters a grid of one workload may fix or sweep."""
 
 
 class PrefillParams(_Params):
     """What a prefill grid may fix or sweep (defaults are those of ``moesim prefill``)."""
 
-    model: str = "olmoe-1b-7b"
-    device: str = "sd8-elite-gen5"
+    model: str = DEFAULT_MODEL
+    device: str = DEFAULT_PHONE_DEVICE
     tokens: PositiveInt = 1024
-    policy: PrefillPolicyName = "estream"
-    group_size: PositiveInt | None = Field(None, description="estream, naive")
-    banks: Annotated[int, Field(ge=2)] | None = Field(None, description="estream")
-    queue_depth: PositiveInt | None = Field(None, description="estream, layer-b2")
-    prefetch: Prefetch | None = Field(None, description="estream")
-    ubatch_tokens: PositiveInt | None = Field(None, description="cpu, mmap")
+    policy: PolicyName = "estream"
+    group_size: PositiveInt | None = Field(None, description=_takes("group_size"))
+    banks: Annotated[int, Field(ge=2)] | None = Field(None, description=_takes("banks"))
+    queue_depth: PositiveInt | None = Field(None, description=_takes("queue_depth"))
+    prefetch: Prefetch | None = Field(None, description=_takes("prefetch"))
+    ubatch_tokens: PositiveInt | None = Field(None, description=_takes("ubatch_tokens"))
     memory_budget_GiB: PositiveFloat | None = None
     trace: str | None = None
     seed: int = 0
@@ -53,8 +59,8 @@ class PrefillParams(_Params):
 class SpecDecodeParams(_Params):
     """What a speculative-decoding grid may fix or sweep (defaults of ``moesim specdecode``)."""
 
-    model: str = "gpt-oss-120b"
-    device: str = "h200x8-hf"
+    model: str = DEFAULT_GPU_MODEL
+    device: str = DEFAULT_GPU_DEVICE
     trace: str | None = None
     selector: Selector = "confidence"
     gamma: Annotated[int, Field(ge=1, le=64)] = 4

@@ -10,18 +10,15 @@ import json
 import time
 from typing import Any
 
-from moesim import __version__
-from moesim.errors import InputError
+from moesim._version import __version__
+from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.loading import validate_data
+from moesim.config.prefill import PrefillRun, build_policy, policy_options
 from moesim.config.profiles import AnyProfile, load_profile, override_profile, profile_hash
-from moesim.config.prefill import PrefillRun
 from moesim.config.specdecode import SpecDecodeRun, parse_predictor, parse_routing
+from moesim.errors import InputError
 
-__all__ = ["run_point", "flatten_metrics", "POLICY_OPTIONS"]
-
-#: policy options of a prefill grid and the policies that take them; elsewhere they are ignored
-POLICY_OPTIONS = {"group_size": {"estream", "naive"}, "banks": {"estream"}, "queue_depth": {"estream", "layer-b2"},
-                  "prefetch": {"estream"}, "ubatch_tokens": {"cpu", "mmap"}}
+__all__ = ["run_point", "flatten_metrics"]
 
 
 def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -40,33 +37,30 @@ def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]
 
 def _profile(device: str, overrides: dict[str, float]) -> AnyProfile:
     profile = load_profile(device)
-    return override_profile(profile, overrides, note="sweep axis") if overrides else profile
+    return override_profile(profile, overrides) if overrides else profile
 
 
 def _prefill(params: dict[str, Any], overrides: dict[str, float]) -> dict[str, Any]:
-    from moesim.simulate.prefill import mobile_profile, simulate_prefill
+    from moesim.simulate.prefill import simulate_prefill
 
-    kind = params.get("policy", "estream")
-    policy = {"kind": kind, **{k: params[k] for k in POLICY_OPTIONS if params.get(k) is not None
-                               and kind in POLICY_OPTIONS[k]}}
+    # a policy option of the grid applies to the policies that take it and is ignored by the others
+    policy = build_policy(params.get("policy", "estream"), {k: params.get(k) for k in policy_options()}, strict=False)
     keys = ("model", "device", "tokens", "memory_budget_GiB", "trace", "seed")
     data: dict[str, Any] = {k: params[k] for k in keys if k in params}
-    run = validate_data(PrefillRun, {"model": "olmoe-1b-7b", "device": "sd8-elite-gen5", "tokens": 1024,
-                                     **data, "policy": policy})
-    profile = mobile_profile(_profile(run.device, overrides))
-    return simulate_prefill(run, profile=profile).metrics
+    run = validate_data(PrefillRun, {"model": DEFAULT_MODEL, "device": DEFAULT_PHONE_DEVICE, "tokens": 1024,
+                                     **data, "policy": policy, "overrides": overrides})
+    return simulate_prefill(run).to_dict()
 
 
 def _specdecode(params: dict[str, Any], overrides: dict[str, float]) -> dict[str, Any]:
-    from moesim.simulate.specdecode import gpu_profile, simulate_specdecode
+    from moesim.simulate.specdecode import simulate_specdecode
 
     data = {k: v for k, v in params.items() if k not in ("predictor", "routing", "depth", "width")}
     data["predictor"] = parse_predictor(params.get("predictor", "oracle"))
     data["routing"] = parse_routing(params.get("routing", "mixture"))
     data["tree"] = {k: params[k] for k in ("depth", "width") if k in params}
-    run = validate_data(SpecDecodeRun, data)
-    profile = gpu_profile(_profile(run.device, overrides))
-    return simulate_specdecode(run, profile=profile).metrics
+    run = validate_data(SpecDecodeRun, {**data, "overrides": overrides})
+    return simulate_specdecode(run).to_dict()
 
 
 def run_point(task: dict[str, Any]) -> dict[str, Any]:
@@ -85,12 +79,12 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
         row.update(flatten_metrics(metrics))
     except InputError as exc:
         row.update({"status": "error", "error": str(exc),
-                    "provenance.moesim_version": __version__,
-                    "provenance.profile_hash": profile_hash(_profile(plain.get("device", _default_device(task)),
+                    "config.moesim_version": __version__,
+                    "config.profile_hash": profile_hash(_profile(plain.get("device", _default_device(task)),
                                                                     overrides))})
     row["point.wall_s"] = time.perf_counter() - wall0
     return row
 
 
 def _default_device(task: dict[str, Any]) -> str:
-    return "sd8-elite-gen5" if task["workload"] == "prefill" else "h200x8-hf"
+    return DEFAULT_PHONE_DEVICE if task["workload"] == "prefill" else DEFAULT_GPU_DEVICE

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from moesim.errors import InputError
-from moesim.results import write_json_atomic
+from moesim.files import atomic_path, write_json_atomic, write_text_atomic
 from moesim.sweep.grid import Grid
 
 __all__ = ["PartStore", "parts_dir", "WALL_CLOCK_COLUMNS", "consolidate"]
@@ -74,17 +72,8 @@ class PartStore:
 
     def write(self, row: dict[str, Any]) -> None:
         """Append one finished point durably (fsync, then an atomic rename)."""
-        path = self._part(int(row["point.index"]))
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.dir)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump({k: _clean(v) for k, v in row.items()}, fh, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_text_atomic(json.dumps({k: _clean(v) for k, v in row.items()}, sort_keys=True),
+                          self._part(int(row["point.index"])), durable=True)
 
     def rows(self) -> list[dict[str, Any]]:
         rows = [json.loads(p.read_text()) for p in sorted(self.dir.glob("part-*.json"))]
@@ -96,9 +85,8 @@ class PartStore:
         indices = [int(r["point.index"]) for r in rows]
         assert indices == list(range(len(self.grid.points))), "consolidating an incomplete sweep"
         frame = consolidate(rows, self.grid)
-        tmp = self.out.with_name(f".{self.out.name}.tmp")
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, self.out)
+        with atomic_path(self.out) as tmp:
+            frame.to_parquet(tmp, index=False)
         shutil.rmtree(self.dir)
         return frame
 

@@ -7,14 +7,12 @@ fixed_size_list<float32>[k] (optional), ``rank_bucket`` fixed_size_list<int8>[k]
 (optional). Rows are sorted by token, then layer. The schema metadata key
 ``moesim.trace`` holds :class:`TraceMeta` as JSON, ``moesim.layers`` the recorded layers.
 Writes are deterministic (no timestamps; fixed compression and row-group settings) and
-atomic (temporary file in the same folder, then ``os.replace``).
+atomic (:func:`moesim.files.atomic_path`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from moesim.errors import InputError
+from moesim.files import atomic_path
 from moesim.traces.trace import PHASE_NAMES, RoutingTrace, TraceMeta, check_routing
 
 __all__ = ["read_trace", "write_trace", "SUFFIX", "META_KEY", "LAYERS_KEY"]
@@ -69,16 +68,9 @@ def write_trace(trace: RoutingTrace, path: str | Path) -> Path:
     if path.suffix != SUFFIX:
         raise InputError("output", f"must end in {SUFFIX}", str(path))
     table = _to_table(trace)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        group = max(1, _ROW_GROUP_ROWS // trace.num_layers) * trace.num_layers
+    group = max(1, _ROW_GROUP_ROWS // trace.num_layers) * trace.num_layers
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp, row_group_size=group, **_WRITE_OPTIONS)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

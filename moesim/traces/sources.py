@@ -11,7 +11,6 @@ assembly record in the output says so (``repeated``).
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict
 
+from moesim.config.base import Frozen
 from moesim.traces.trace import RoutingTrace
 
 __all__ = ["TraceStats", "trace_stats", "COVERAGE_WINDOWS", "UNION_WINDOWS"]
@@ -34,10 +34,8 @@ UNION_WINDOWS: tuple[int, ...] = tuple(range(1, 9))
 Bool2 = npt.NDArray[np.bool_]
 
 
-class TraceStats(BaseModel):
+class TraceStats(Frozen):
     """Statistics of one trace (see the module docstring for the definitions)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str
     synthetic: bool

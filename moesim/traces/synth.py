@@ -12,24 +12,23 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import Field, PositiveInt
 
-from moesim.errors import InputError
+from moesim.config.base import Frozen
 from moesim.config.catalog import load_model
 from moesim.config.model import ModelSpec
-from moesim.traces.trace import DECODE, PHASE_NAMES, PREFILL, RoutingTrace, SegmentInfo, TraceMeta
+from moesim.errors import InputError
 from moesim.traces.synth_fit import FitTargets, Measured, fit_params, measure
 from moesim.traces.synth_gen import GenParams, generate, segment_plan
+from moesim.traces.trace import DECODE, PHASE_NAMES, PREFILL, RoutingTrace, SegmentInfo, TraceMeta
 
 __all__ = ["TargetStats", "synthesize", "GENERATOR", "DEFAULT_STATS"]
 
 GENERATOR = "moesim.traces.synth_gen v1"
 
 
-class TargetStats(BaseModel):
+class TargetStats(Frozen):
     """User-given statistics for a model without a real trace (same for every layer)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     entropy: float = Field(gt=0.0, le=1.0, description="normalised entropy of each layer's expert load")
     reuse: float = Field(ge=0.0, lt=1.0, description="token-to-token reuse (docs/traces.md)")

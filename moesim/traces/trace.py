@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from moesim.errors import InputError
+from moesim.config.base import Frozen
 from moesim.config.catalog import load_model
 from moesim.config.model import ModelSpec
+from moesim.errors import InputError
 
 __all__ = [
     "PREFILL", "DECODE", "PHASE_NAMES", "FORMAT_VERSION",
@@ -39,11 +40,7 @@ F32 = npt.NDArray[np.float32]
 Locator = Callable[[int, int], str]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SegmentInfo(_Frozen):
+class SegmentInfo(Frozen):
     """One segment: a run of tokens of one request (or one batched forward pass)."""
 
     label: str = Field(description="where it came from, e.g. 'chat' or 'humaneval/0'")
@@ -52,7 +49,7 @@ class SegmentInfo(_Frozen):
         "decode pass whose rows are different requests (excluded from locality statistics)")
 
 
-class AssemblyPiece(_Frozen):
+class AssemblyPiece(Frozen):
     """Tokens ``start:stop`` of source segment ``segment`` (indices into the source trace)."""
 
     segment: int
@@ -61,7 +58,7 @@ class AssemblyPiece(_Frozen):
     stop: int = Field(description="one past the last token")
 
 
-class AssemblyRecord(_Frozen):
+class AssemblyRecord(Frozen):
     """How a prompt's routing was built from a trace (goes into a result's metadata)."""
 
     n_tokens: int
@@ -74,7 +71,7 @@ class AssemblyRecord(_Frozen):
     source_phases: tuple[str, ...] = Field(description="phases of the source tokens used")
 
 
-class TraceMeta(_Frozen):
+class TraceMeta(Frozen):
     """Provenance and interpretation of a trace; stored in the Parquet file's metadata."""
 
     format_version: int = FORMAT_VERSION

@@ -137,7 +137,8 @@ def remeasure_host(workdir: str = "/var/tmp/moesim-host") -> None:
 
     from moesim.calibrate.host import measure_and_fit, probe_stream_bw, render_host_profile, with_disk_probe
     from moesim.calibrate.host_runs import RUNS_CSV, measure_cases
-    from moesim.config.profiles import load_profile, profile_dir
+    from moesim.config.profiles import profile_dir, write_profile
+    from moesim.files import atomic_path
 
     work = Path(workdir)
     fit, paths, fs, dev = measure_and_fit(RUNS_CSV.parent / "host", work)
@@ -149,15 +150,11 @@ def remeasure_host(workdir: str = "/var/tmp/moesim-host") -> None:
 
     measure_cases(work, before_round=probe)
     table = pd.concat(probes, ignore_index=True)
-    tmp_csv = paths["stream_probe"].with_suffix(".csv.tmp")
-    table.to_csv(tmp_csv, index=False)
-    tmp_csv.replace(paths["stream_probe"])
+    with atomic_path(paths["stream_probe"]) as tmp_csv:
+        table.to_csv(tmp_csv, index=False)
     fit = with_disk_probe(fit, table)
     note = f"; {len(probes)} probes, one before each of {len(probes) - 1} validation rounds"
-    target = profile_dir() / "host.toml"
-    tmp = target.with_suffix(".toml.tmp")
-    tmp.write_text(render_host_profile(fit, ", ".join(str(p) for p in paths.values()), fs, dev, note))
-    load_profile(tmp)
-    tmp.replace(target)
+    write_profile(render_host_profile(fit, ", ".join(str(p) for p in paths.values()), fs, dev, note),
+                  profile_dir() / "host.toml")
     _measured.cache_clear()
     _predicted.cache_clear()

@@ -1,6 +1,7 @@
 """The registry of validation cases behind ``moesim validate``.
 
-The cases themselves are registered in :mod:`moesim.validate.estream`. A case compares one prediction with one reference figure it was (or was not) fitted to,
+The cases themselves are registered in :mod:`moesim.validate.estream`. A case compares one prediction with one
+reference figure it was (or was not) fitted to,
 under a stated tolerance. Cases are grouped by name prefix: ``estream/`` (published
 EStream figures), later ``host/``, ``hexagon/``, ``specdecode/``.
 """

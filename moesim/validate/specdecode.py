@@ -15,14 +15,14 @@ from functools import cache
 from typing import Any
 
 from moesim.calibrate.ecospec import SPEC_TARGETS, Target, calibration_run
-from moesim.cost.verify import forward_bytes, verify_params
-from moesim.simulate.specdecode import gpu_profile, simulate_specdecode
 from moesim.config.catalog import load_model
 from moesim.config.device import GPUServerProfile
 from moesim.config.specdecode import SpecDecodeRun, parse_routing
-from moesim.traces.trace import RoutingTrace
+from moesim.cost.verify import forward_bytes, verify_params
+from moesim.simulate.specdecode import gpu_profile, simulate_specdecode
 from moesim.traces.paths import shared_traces_dir
 from moesim.traces.sources import REAL_SOURCES
+from moesim.traces.trace import RoutingTrace
 from moesim.validate.registry import Case
 
 __all__ = ["specdecode_cases", "prediction_rows", "qwen3_synthetic_rows", "QWEN3_PUBLISHED", "KEYS"]
@@ -37,7 +37,7 @@ def _stand_in() -> str:
 
 @cache
 def _metrics() -> dict[str, Any]:
-    return simulate_specdecode(calibration_run()).metrics
+    return simulate_specdecode(calibration_run()).to_dict()
 
 
 def _value(metric: str) -> float:
@@ -97,9 +97,9 @@ _ROUTINGS = ("same-position", "nearby:8", "nearby:64", "request", "trace", "mixt
 
 def _row(block: str, label: str, run: SpecDecodeRun, trace: RoutingTrace | None = None,
          profile: GPUServerProfile | None = None) -> dict[str, Any]:
-    m = simulate_specdecode(run, trace, profile=profile).metrics
+    m = simulate_specdecode(run, trace, profile=profile).to_dict()
     return {"block": block, "case": label, "device": m["config"]["device"], "model": run.model,
-            "synthetic_trace": m["trace"]["synthetic"], **{k: m[k] for k in KEYS}}
+            "synthetic_trace": m["config"]["trace"]["synthetic"], **{k: m[k] for k in KEYS}}
 
 
 def _rules(predictor: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -154,8 +154,8 @@ def qwen3_synthetic_rows() -> list[dict[str, Any]]:
     Qwen-specific runtime fitted to its EAGLE-3 figures (not written anywhere), then the
     EcoSpec rule with the paper's 82% predictor, without refitting."""
     from moesim.calibrate.ecospec import fit_draft, fit_runtime
-    from moesim.simulate.specdecode import replay_run, resolve_trace
     from moesim.config.profiles import override_profile
+    from moesim.simulate.specdecode import replay_run, resolve_trace
 
     base = calibration_run(model="qwen3-235b-a22b")
     trace = resolve_trace(base, load_model(base.model), None)

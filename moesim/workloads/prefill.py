@@ -17,12 +17,12 @@ from typing import Any
 
 import simpy
 
+from moesim.config.model import ModelSpec
 from moesim.cost.ops import OpCost, group_op
 from moesim.cost.params import Backend, UFSParams
 from moesim.engine import Sim
 from moesim.hw import UFS, BankPool, BankState, ComputeUnit
 from moesim.policies.prefill.plan import Group, StreamPlan
-from moesim.config.model import ModelSpec
 
 __all__ = ["PipelineStats", "run_stream_prefill"]
 

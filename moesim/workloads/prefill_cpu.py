@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from moesim.config.model import ModelSpec
 from moesim.cost.ops import OpCost, expert_op, layer_non_ffn
 from moesim.cost.params import Backend, UFSParams
-from moesim.engine import Sim, ns
+from moesim.engine import Sim
 from moesim.hw import ComputeUnit
 from moesim.policies.prefill.plan import StreamPlan
-from moesim.config.model import ModelSpec
+from moesim.units import ns
 
 __all__ = ["CPUStats", "run_cpu_prefill"]
 

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from moesim.config.specdecode import DraftAccuracy, DraftRouting, Selector
 from moesim.policies.specdecode.bits import Words, layer_counts
 from moesim.policies.specdecode.predict import PredictFn
 from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, draft_sources
 from moesim.policies.specdecode.select import path_footprints, select_confidence, select_nodes
 from moesim.policies.specdecode.tree import DraftTrees, TreeShape, accepted_drafts, build_trees, tree_noise
-from moesim.config.specdecode import DraftAccuracy, DraftRouting
 
 __all__ = ["ReplayInputs", "ReplayPolicy", "ReplayStats", "replay"]
 
@@ -49,7 +49,7 @@ class ReplayInputs:
 
 @dataclass(frozen=True)
 class ReplayPolicy:
-    rule: str
+    rule: Selector
     gamma: int
     epsilon: float
     shape: TreeShape

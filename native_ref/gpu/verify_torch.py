@@ -107,7 +107,8 @@ def main() -> int:
             assert torch.allclose(ref, layer_grouped(x, w13, w2, routing), rtol=5e-2, atol=5e-2)
             for impl, fn in (("loop", layer_loop), ("grouped", layer_grouped)):
                 rows.append({"device": a.device, "impl": impl, "union": u,
-                             "time_us_median": timed(lambda: fn(x, w13, w2, routing), a.device, a.repeats)})
+                             "time_us_median": timed(lambda fn=fn, routing=routing: fn(x, w13, w2, routing),
+                                                     a.device, a.repeats)})
     with open(a.out, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()

@@ -6,34 +6,42 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from moesim.config.device import MobileNPUProfile
+from moesim.config.model import ModelSpec
+from moesim.config.prefill import EStreamPolicy, Prefetch, PrefillRun
 from moesim.cost.maxplus import evaluate, lower_bound
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import pipeline_input, service_times
-from moesim.policies.prefill.search import build_profile, select, space
+from moesim.policies.prefill.search import StoredProfile, build_profile, select, space
 from moesim.simulate.prefill import routing_counts, simulate_routing
-from moesim.config.prefill import EStreamPolicy, PrefillRun
-from tests.strategies import PROPERTY_SETTINGS, estream_configs, model_routings
+from tests.strategies import (
+    I16,
+    PREFETCH_POINTS,
+    PROPERTY_SETTINGS,
+    EStreamConfig,
+    PrefillCase,
+    model_routings,
+    prefill_cases,
+)
 
 SETTINGS = PROPERTY_SETTINGS
-cases = model_routings
 
 
-def _profile(tiny_profile, model, routing):  # type: ignore[no-untyped-def]
+def _profile(tiny_profile: MobileNPUProfile, model: ModelSpec, routing: I16) -> StoredProfile:
     counts = routing_counts(routing, model.moe.num_routed_experts)
     st_ = service_times(model, npu_backend(tiny_profile), ufs_params(tiny_profile), counts, routing.shape[0])
     return build_profile(st_)
 
 
-def _des(tiny_profile, model, routing, cfg):  # type: ignore[no-untyped-def]
+def _des(tiny_profile: MobileNPUProfile, model: ModelSpec, routing: I16, cfg: EStreamConfig) -> int:
     run = PrefillRun(model=model.name, device=tiny_profile.name, tokens=routing.shape[0], policy=EStreamPolicy(**cfg))
     return round(simulate_routing(run, model, tiny_profile, routing).ttft_s * 1e9)
 
 
 @SETTINGS
-@given(cases(), st.data())
-def test_evaluator_equals_simulation(tiny_profile, case, data) -> None:  # type: ignore[no-untyped-def]
-    model, routing = case
-    cfg = data.draw(estream_configs(model))
+@given(prefill_cases())
+def test_evaluator_equals_simulation(tiny_profile: MobileNPUProfile, case: PrefillCase) -> None:
+    model, routing, cfg = case
     prof = _profile(tiny_profile, model, routing)
     inp = prof.inputs[cfg["group_size"]]
     predicted = evaluate(inp, cfg["banks"], cfg["queue_depth"], cfg["prefetch"])
@@ -42,8 +50,9 @@ def test_evaluator_equals_simulation(tiny_profile, case, data) -> None:  # type:
 
 
 @SETTINGS
-@given(cases(), st.sampled_from(["non-ffn", "after-routing", "on-demand"]), st.floats(1.0, 4.0))
-def test_search_finds_the_exhaustive_optimum(tiny_profile, case, gate, slack) -> None:  # type: ignore[no-untyped-def]
+@given(model_routings(), st.sampled_from(PREFETCH_POINTS), st.floats(1.0, 4.0))
+def test_search_finds_the_exhaustive_optimum(tiny_profile: MobileNPUProfile, case: tuple[ModelSpec, I16],
+                                             gate: Prefetch, slack: float) -> None:
     model, routing = case
     prof = _profile(tiny_profile, model, routing)
     budget = int(2 * prof.st.expert_B * slack * model.moe.num_routed_experts / 2)
@@ -59,8 +68,9 @@ def test_search_finds_the_exhaustive_optimum(tiny_profile, case, gate, slack) ->
 
 
 @SETTINGS
-@given(cases(), st.floats(1.0, 3.0), st.floats(1.0, 3.0))
-def test_more_memory_never_gives_a_slower_choice(tiny_profile, case, a, b) -> None:  # type: ignore[no-untyped-def]
+@given(model_routings(), st.floats(1.0, 3.0), st.floats(1.0, 3.0))
+def test_more_memory_never_gives_a_slower_choice(tiny_profile: MobileNPUProfile, case: tuple[ModelSpec, I16],
+                                                 a: float, b: float) -> None:
     model, routing = case
     prof = _profile(tiny_profile, model, routing)
     small = int(2 * prof.st.expert_B * a)

@@ -4,11 +4,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from moesim.config.formats import FORMAT_INFO, WeightFormat, storage_format, tensor_bytes
+from tests.strategies import PURE_SETTINGS, weight_formats
 
-formats = st.sampled_from(list(WeightFormat))
+formats = weight_formats
 dims = st.integers(min_value=0, max_value=20_000)
 
 
+@PURE_SETTINGS
 @given(formats, st.integers(1, 64), st.integers(1, 64))
 def test_block_aligned_rows_cost_block_bytes_per_block(fmt: WeightFormat, rows: int, blocks: int) -> None:
     info = FORMAT_INFO[fmt]
@@ -20,6 +22,7 @@ def test_block_aligned_rows_cost_block_bytes_per_block(fmt: WeightFormat, rows: 
     assert tensor_bytes(fmt, rows, row_len) == expected
 
 
+@PURE_SETTINGS
 @given(formats, dims, dims, dims)
 def test_rows_add_up_for_row_block_formats(fmt: WeightFormat, r1: int, r2: int, row_len: int) -> None:
     if FORMAT_INFO[fmt].square_scale_block:
@@ -27,6 +30,7 @@ def test_rows_add_up_for_row_block_formats(fmt: WeightFormat, r1: int, r2: int, 
     assert tensor_bytes(fmt, r1 + r2, row_len) == tensor_bytes(fmt, r1, row_len) + tensor_bytes(fmt, r2, row_len)
 
 
+@PURE_SETTINGS
 @given(formats, st.integers(1, 512), st.integers(1, 8192))
 def test_bytes_within_format_bounds(fmt: WeightFormat, rows: int, row_len: int) -> None:
     stored = storage_format(fmt, row_len)
@@ -39,6 +43,7 @@ def test_bytes_within_format_bounds(fmt: WeightFormat, rows: int, row_len: int) 
         assert n == lower
 
 
+@PURE_SETTINGS
 @given(formats, st.integers(1, 4096))
 def test_fallback_never_loses_precision_class(fmt: WeightFormat, row_len: int) -> None:
     stored = storage_format(fmt, row_len)

@@ -8,22 +8,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from moesim.calibrate.estream import with_values
-from moesim.simulate.prefill import simulate_routing
+from moesim.config.device import MobileNPUProfile
+from moesim.config.model import ModelSpec
 from moesim.config.prefill import EStreamPolicy, PrefillRun
-from tests.strategies import PROPERTY_SETTINGS, estream_configs, model_routings
+from moesim.results import PrefillResult
+from moesim.simulate.prefill import simulate_routing
+from tests.strategies import I16, PROPERTY_SETTINGS, EStreamConfig, PrefillCase, prefill_cases
 
 SETTINGS = PROPERTY_SETTINGS
 
 
-@st.composite
-def cases(draw: st.DrawFn):  # type: ignore[no-untyped-def]
-    model, routing = draw(model_routings())
-    return model, routing, draw(estream_configs(model))
-
-
-def _run(profile, model, routing, cfg, budget=None):  # type: ignore[no-untyped-def]
-    run = PrefillRun(model=model.name, device=profile.name, tokens=routing.shape[0],
-                     policy=EStreamPolicy(**cfg), memory_budget_GiB=budget)
+def _run(profile: MobileNPUProfile, model: ModelSpec, routing: I16, cfg: EStreamConfig | EStreamPolicy,
+         budget: float | None = None) -> PrefillResult:
+    policy = cfg if isinstance(cfg, EStreamPolicy) else EStreamPolicy(**cfg)
+    run = PrefillRun(model=model.name, device=profile.name, tokens=routing.shape[0], policy=policy,
+                     memory_budget_GiB=budget)
     return simulate_routing(run, model, profile, routing)
 
 
@@ -38,8 +37,8 @@ def _overlaps(spans: pd.DataFrame) -> int:
 
 
 @SETTINGS
-@given(cases())
-def test_bank_protocol_and_causality(tiny_profile, case) -> None:  # type: ignore[no-untyped-def]
+@given(prefill_cases())
+def test_bank_protocol_and_causality(tiny_profile: MobileNPUProfile, case: PrefillCase) -> None:
     model, routing, cfg = case
     res = _run(tiny_profile, model, routing, cfg)
     spans = res.spans
@@ -48,7 +47,7 @@ def test_bank_protocol_and_causality(tiny_profile, case) -> None:  # type: ignor
     banks = spans[spans.unit.str.startswith("bank")]
     # at most Q reads in flight
     assert _overlaps(reads) <= cfg["queue_depth"]
-    assert res.metrics["max_reads_in_flight"] <= cfg["queue_depth"]
+    assert res.to_dict()["max_reads_in_flight"] <= cfg["queue_depth"]
     # every active group computed exactly once, after its read, on a bank that was completely filled
     for row in computes.itertuples():
         read = reads[(reads.layer == row.layer) & (reads.group == row.group)]
@@ -80,34 +79,35 @@ def test_bank_protocol_and_causality(tiny_profile, case) -> None:  # type: ignor
 
 
 @SETTINGS
-@given(cases())
-def test_bounds_and_determinism(tiny_profile, case) -> None:  # type: ignore[no-untyped-def]
+@given(prefill_cases())
+def test_bounds_and_determinism(tiny_profile: MobileNPUProfile, case: PrefillCase) -> None:
     model, routing, cfg = case
     a = _run(tiny_profile, model, routing, cfg)
     b = _run(tiny_profile, model, routing, cfg)
     pd.testing.assert_frame_equal(a.spans, b.spans)
-    bounds = a.metrics["bounds_s"]
+    bounds = a.to_dict()["bounds_s"]
     assert bounds["lower"] <= a.ttft_s + 1e-9
     assert a.ttft_s <= bounds["serial"] + 1e-6 + 1e-9 * len(a.spans)
-    assert 0.0 <= a.metrics["bubble_share"] <= 1.0
+    assert 0.0 <= a.to_dict()["bubble_share"] <= 1.0
 
 
 @SETTINGS
-@given(cases(), st.floats(1.05, 4.0))
-def test_more_ufs_bandwidth_never_slower(tiny_profile, case, factor) -> None:  # type: ignore[no-untyped-def]
+@given(prefill_cases(), st.floats(1.05, 4.0))
+def test_more_ufs_bandwidth_never_slower(tiny_profile: MobileNPUProfile, case: PrefillCase, factor: float) -> None:
     model, routing, cfg = case
-    bw = tiny_profile.ufs.effective_read_bw_GBps
-    faster = with_values(tiny_profile, {"ufs.effective_read_bw_GBps": min(bw * factor, tiny_profile.ufs.peak_read_bw_GBps)})
+    bw = tiny_profile.ufs.require("effective_read_bw_GBps", tiny_profile.name)
+    faster = with_values(tiny_profile,
+                         {"ufs.effective_read_bw_GBps": min(bw * factor, tiny_profile.ufs.peak_read_bw_GBps)})
     assert _run(faster, model, routing, cfg).ttft_s <= _run(tiny_profile, model, routing, cfg).ttft_s + 1e-9
 
 
 @SETTINGS
-@given(cases(), st.floats(0.0, 1.0))
-def test_peak_memory_within_budget(tiny_profile, case, slack) -> None:  # type: ignore[no-untyped-def]
+@given(prefill_cases(), st.floats(0.0, 1.0))
+def test_peak_memory_within_budget(tiny_profile: MobileNPUProfile, case: PrefillCase, slack: float) -> None:
     model, routing, cfg = case
-    free_cfg = {k: v for k, v in cfg.items() if k != "banks"}
-    base = _run(tiny_profile, model, routing, {**free_cfg, "banks": 2}).metrics
+    base = _run(tiny_profile, model, routing, {**cfg, "banks": 2}).to_dict()
     need = base["peak_memory_gib"]
     budget = need * (1 + slack)
-    res = _run(tiny_profile, model, routing, free_cfg, budget=budget)
-    assert res.metrics["peak_memory_gib"] <= budget + 1e-12
+    free = EStreamPolicy(**cfg).model_copy(update={"banks": None})   # the budget decides the banks
+    res = _run(tiny_profile, model, routing, free, budget=budget)
+    assert res.to_dict()["peak_memory_gib"] <= budget + 1e-12

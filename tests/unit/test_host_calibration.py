@@ -146,7 +146,8 @@ def test_bad_disk_deciles_are_refused(tmp_path, line: str, message: str) -> None
 
     text = render_host_profile(fit_host(*_tables(40_000.0, 1.7, 5.5, 120.0, 110.0)), "t", "ext4", "/dev/t")
     text = text.replace("queue_slots_count = 8", f"{line}\nqueue_slots_count = 8", 1)
-    text = text.replace('queue_slots_count = "assumed', 'read_bw_deciles_GBps = "measured: test"\nqueue_slots_count = "assumed', 1)
+    text = text.replace('queue_slots_count = "assumed',
+                        'read_bw_deciles_GBps = "measured: test"\nqueue_slots_count = "assumed', 1)
     path = tmp_path / "host.toml"
     path.write_text(text)
     with pytest.raises(InputError, match=message.replace("[", r"\[")):

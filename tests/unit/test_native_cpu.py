@@ -101,7 +101,8 @@ def test_dequant_is_exact_for_any_fp16_scale(kernels: Kernels) -> None:
     scales = raw[:, :2].copy().view("<u2").reshape(-1)
     finite = (scales & 0x7C00) != 0x7C00          # inf/nan scales have no finite weights
     raw = raw[finite]
-    raw[:8, :2] = np.array([0.0, -0.0, 6e-8, -6e-8, 6.1e-5, 65504.0, -2.0, 1.0], dtype="<f2").view(np.uint8).reshape(8, 2)
+    raw[:8, :2] = np.array([0.0, -0.0, 6e-8, -6e-8, 6.1e-5, 65504.0, -2.0, 1.0],
+                           dtype="<f2").view(np.uint8).reshape(8, 2)
     assert np.array_equal(kernels.dequantize_q4_0(raw.reshape(-1)), q4_0_reference(raw.reshape(-1)))
 
 
@@ -116,7 +117,8 @@ def test_expert_ffn_matches_numpy(kernels: Kernels, n_tokens: int, threads: int)
     hidden, inter, total = 128, 96, 20
     rng = np.random.default_rng(n_tokens)
     mat = hidden * inter // 32 * 18
-    expert = np.concatenate([kernels.random_q4_0(2 * inter, hidden, seed=5), kernels.random_q4_0(hidden, inter, seed=6)])
+    expert = np.concatenate([kernels.random_q4_0(2 * inter, hidden, seed=5),
+                             kernels.random_q4_0(hidden, inter, seed=6)])
     assert expert.size == 2 * mat + hidden * inter // 32 * 18 == kernels.expert_bytes(hidden, inter)
     x = rng.standard_normal((total, hidden)).astype(np.float32)
     tokens = np.sort(rng.choice(total, size=n_tokens, replace=False)).astype(np.int32)
@@ -202,8 +204,8 @@ def check_timeline(res: cpu.ExecutorResult, ids: npt.NDArray[np.int16], cfg: cpu
     for layer in range(shape.layers):
         np.add.at(counts[layer], ids[:, layer].ravel(), 1)
     n_groups = -(-shape.experts // cfg.group_size)
-    active = {(l, g) for l in range(shape.layers) for g in range(n_groups)
-              if counts[l, g * cfg.group_size:(g + 1) * cfg.group_size].sum() > 0}
+    active = {(lay, g) for lay in range(shape.layers) for g in range(n_groups)
+              if counts[lay, g * cfg.group_size:(g + 1) * cfg.group_size].sum() > 0}
 
     # every active group computed exactly once, inactive ones never; in static order
     computed = list(zip(comps.layer, comps.group, strict=True))
@@ -351,7 +353,8 @@ def test_executor_random_pipelines_many(packed: cpu.PackedFile) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("prefetch", cpu.PREFETCH_POINTS)
-def test_executor_medium_shape(build_dir: Path, tmp_path_factory: pytest.TempPathFactory, prefetch: cpu.Prefetch) -> None:
+def test_executor_medium_shape(build_dir: Path, tmp_path_factory: pytest.TempPathFactory,
+                               prefetch: cpu.Prefetch) -> None:
     shape = cpu.ExpertShape(layers=4, experts=32, hidden=1024, inter=512)
     pf = cpu.pack_experts(tmp_path_factory.getbasetemp() / "medium.pack", shape, seed=2)
     ids = small_routing(11, tokens=512, top_k=4, shape=shape)

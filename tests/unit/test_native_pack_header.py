@@ -95,12 +95,14 @@ CASES = [
          f"file size must be data_offset + layers x experts x expert_stride = {FILE_B + 4096} bytes, "
          f"got {FILE_B} (truncated)"),
     Case("overflow_product", lambda g: patched(g, [(40, "<Q", 1 << 62)]),
-         f"data_offset + layers x experts x expert_stride must fit in a 64-bit file offset, got 4096 + 2 x 4 x {1 << 62}"),
+         "data_offset + layers x experts x expert_stride must fit in a 64-bit file offset, "
+         f"got 4096 + 2 x 4 x {1 << 62}"),
     Case("overflow_sum", lambda g: patched(g, [(48, "<Q", (1 << 64) - 4096)]),
          "data_offset + layers x experts x expert_stride must fit in a 64-bit file offset, "
          f"got {(1 << 64) - 4096} + 2 x 4 x {STRIDE_B}"),
     Case("overflow_signed", lambda g: patched(g, [(40, "<Q", 1 << 60)]),   # 8 x 2^60 = 2^63 > the largest off_t
-         f"data_offset + layers x experts x expert_stride must fit in a 64-bit file offset, got 4096 + 2 x 4 x {1 << 60}"),
+         "data_offset + layers x experts x expert_stride must fit in a 64-bit file offset, "
+         f"got 4096 + 2 x 4 x {1 << 60}"),
     Case("truncated", lambda g: g[:-STRIDE_B],
          f"file size must be data_offset + layers x experts x expert_stride = {FILE_B} bytes, "
          f"got {FILE_B - STRIDE_B} (truncated)"),
@@ -153,7 +155,8 @@ def test_python_driver_reports_the_refusal(build_dir: Path, good: bytes, routing
     pack = tmp_path / "stride.pack"
     pack.write_bytes(patched(good, [(40, "<Q", 8192)], good[4096:4096 + 8 * 8192]))
     cfg = cpu.ExecutorConfig(group_size=2, banks=2, queue_depth=2, prefetch="non-ffn")
-    with pytest.raises(cpu.NativeRunError, match=r"pack header: expert_stride must be >= expert_bytes \(55296\), got 8192$"):
+    with pytest.raises(cpu.NativeRunError,
+                       match=r"pack header: expert_stride must be >= expert_bytes \(55296\), got 8192$"):
         cpu.run_executor(pack, routing, cfg, timeout_s=60)
 
 
@@ -166,8 +169,10 @@ def test_pack_rewrites_a_bad_file(build_dir: Path, good: bytes, routing: Path, t
     assert run(build_dir, pack, routing).returncode == 0
 
 
+@pytest.mark.slow
 def test_sanitizer_script_passes(build_dir: Path) -> None:
-    """ASan+UBSan and TSan builds run the executor, the benchmarks and these refusals cleanly."""
+    """ASan+UBSan and TSan builds run the executor, the benchmarks and these refusals cleanly.
+    (Slow: the lint step of .ci/run runs sanitize.sh itself.)"""
     script = cpu.native_dir() / "sanitize.sh"
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode == 3:

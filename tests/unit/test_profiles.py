@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from moesim.errors import InputError, NotFittedError
 from moesim.config.device import GPUServerProfile, MobileNPUProfile
 from moesim.config.profiles import list_profiles, load_profile, profile_hash
 from moesim.config.sections import Section, numeric_fields
+from moesim.errors import InputError, NotFittedError
 from moesim.units import unit_of
 
 

@@ -11,6 +11,17 @@ import pytest
 
 from moesim.cli import cli
 from moesim.cli.specdecode_cmd import specdecode
+from moesim.config.catalog import load_model
+from moesim.config.loading import validate_data
+from moesim.config.specdecode import (
+    DraftAccuracy,
+    NearbyRouting,
+    SamePositionRouting,
+    SpecDecodeRun,
+    TraceRouting,
+    parse_predictor,
+    parse_routing,
+)
 from moesim.cost.verify import ar_time, forward_bytes, forward_time, verify_params
 from moesim.errors import InputError
 from moesim.policies.specdecode.bits import pack_sets
@@ -20,14 +31,8 @@ from moesim.policies.specdecode.routing import draft_sources
 from moesim.policies.specdecode.select import path_footprints, select_confidence, select_ecospec, select_global_cost
 from moesim.policies.specdecode.tree import TreeNoise, accepted_drafts, build_trees, tree_shape
 from moesim.simulate.specdecode import gpu_profile, simulate_specdecode
-from moesim.config.catalog import load_model
-from moesim.config.loading import validate_data
-from moesim.config.specdecode import (DraftAccuracy, NearbyRouting, SamePositionRouting, SpecDecodeRun, TraceRouting,
-                                  parse_predictor, parse_routing)
 from moesim.traces import write_trace
 from tests.traces_helpers import make_trace, needs_shared, random_trace
-
-
 
 # ----- the literal tree used by the selection tests -----------------------------------------
 #        0 (root, predicted {0,1})
@@ -169,16 +174,16 @@ def _run(**kw: object) -> SpecDecodeRun:
 
 def test_same_seed_same_result_and_ar_is_top_k(small_trace) -> None:  # type: ignore[no-untyped-def]
     run = _run(selector="ecospec", predictor={"kind": "accuracy", "fraction": 0.8})
-    a, b = (simulate_specdecode(run, small_trace).metrics for _ in range(2))
+    a, b = (simulate_specdecode(run, small_trace).to_dict() for _ in range(2))
     a.pop("sim"), b.pop("sim")
     assert a == b
-    ar = simulate_specdecode(_run(gamma=1), small_trace).metrics
+    ar = simulate_specdecode(_run(gamma=1), small_trace).to_dict()
     assert ar["mean_active_experts"] == 8.0 and ar["acceptance_length"] == 1.0
     assert ar["speedup_vs_ar"] == pytest.approx(1.0) and ar["t_draft_s"] == 0.0
 
 
 def test_metrics_are_consistent(small_trace) -> None:  # type: ignore[no-untyped-def]
-    m = simulate_specdecode(_run(selector="global-cost"), small_trace).metrics
+    m = simulate_specdecode(_run(selector="global-cost"), small_trace).to_dict()
     assert m["t_step_s"] == pytest.approx(m["t_draft_s"] + m["t_pred_s"] + m["t_verify_s"])
     assert m["t_pred_s"] == 0.004 and m["predictor_accuracy"] == 1.0
     assert 1.0 <= m["acceptance_length"] <= 4.0 and 8.0 <= m["mean_active_experts"] <= 32.0
@@ -238,7 +243,7 @@ def test_cli_json_keys(spec_cli, trace_file: Path) -> None:  # type: ignore[no-u
                   "--predictor", "accuracy:0.9", "--passes", "1", "--json")
     assert res.code == 0, res.err
     m = json.loads(res.out)
-    assert KEYS <= set(m) and m["config"]["selector"] == "ecospec" and m["trace"]["synthetic"] is False
+    assert KEYS <= set(m) and m["config"]["selector"] == "ecospec" and m["config"]["trace"]["synthetic"] is False
 
 
 def test_cli_sweep_and_table(spec_cli, trace_file: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -269,14 +274,15 @@ def test_cli_bad_input_exit_2(spec_cli, trace_file: Path, args: list[str], needl
 def test_calibration_reproduces_the_published_figures() -> None:
     from moesim.calibrate.ecospec import calibration_run
 
-    m = simulate_specdecode(calibration_run()).metrics
-    assert m["trace"]["synthetic"] is False
+    m = simulate_specdecode(calibration_run()).to_dict()
+    assert m["config"]["trace"]["synthetic"] is False
     assert m["mean_active_experts"] == pytest.approx(11.6, abs=0.4)
     assert m["acceptance_length"] == pytest.approx(1.88, abs=0.08)
     assert m["t_verify_s"] == pytest.approx(0.113, rel=0.10)
     assert m["ar"]["t_token_s"] == pytest.approx(0.081, rel=0.10)
 
 
+@pytest.mark.slow
 @needs_shared
 def test_specdecode_validation_cases_pass() -> None:
     from moesim.validate.registry import run_cases

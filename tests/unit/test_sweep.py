@@ -18,6 +18,7 @@ from moesim.cli.sweep_cmd import plot, sweep
 from moesim.sweep import WALL_CLOCK_COLUMNS, load_grid, parse_grid, run_sweep
 from moesim.sweep.runner import SweepStopped
 from moesim.sweep.store import parts_dir
+from tests.unit.test_sweep_processes import alive, children_of, kill_leftovers, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,13 +97,13 @@ def test_local_pool_serial_and_dask_give_identical_tables(grid_file: Callable[..
         run_sweep(grid, tmp_path / "dask.parquet", scheduler=client)
     serial = _content(tmp_path / "serial.parquet")
     assert list(serial["point.index"]) == list(range(16)) and (serial["status"] == "ok").all()
-    assert {"ttft_s", "memory_gib.arena", "config.group_size", "provenance.profile_hash", "trace.source",
+    assert {"ttft_s", "memory_gib.arena", "config.group_size", "config.profile_hash", "config.trace.source",
             "grid.hash"} <= set(serial.columns)
     pd.testing.assert_frame_equal(serial, _content(tmp_path / "pool.parquet"))
     pd.testing.assert_frame_equal(serial, _content(tmp_path / "dask.parquet"))
     # the override really changes the profile, and so the streamed prefill's TTFT
     slow, fast = serial.iloc[0], serial.iloc[1]
-    assert slow["provenance.profile_hash"] != fast["provenance.profile_hash"]
+    assert slow["config.profile_hash"] != fast["config.profile_hash"]
     assert slow["ttft_s"] >= fast["ttft_s"]
 
 
@@ -139,11 +140,22 @@ def test_killed_sweep_resumes_without_loss_or_duplicates(grid_file: Callable[...
             "sweep(sys.argv[1:], standalone_mode=True)")
     args = [sys.executable, "-c", code, str(path), "-o", str(out), "--workers", "2", "--quiet"]
     proc = subprocess.Popen(args, env={**os.environ, "PYTHONPATH": str(REPO)})
+    procfs = Path("/proc/self/stat").exists()
+    workers: dict[tuple[int, int], int] = {}   # the pool's processes, found through /proc (Linux)
     deadline = time.monotonic() + 60
     while len(list(parts_dir(out).glob("part-*.json"))) < 3 and time.monotonic() < deadline:
+        if procfs and len(workers) < 2:
+            workers.update(children_of(proc.pid))
         time.sleep(0.01)
+    if procfs:
+        workers.update(children_of(proc.pid))
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    try:   # the killed sweep's workers die with it (issue 13)
+        assert not procfs or len(workers) >= 2, f"the pool's workers were not found: {workers}"
+        assert wait_until(lambda: not alive(workers), 15), f"workers outlived the killed sweep: {alive(workers)}"
+    finally:
+        kill_leftovers(workers)
     done = len(list(parts_dir(out).glob("part-*.json")))
     assert 3 <= done < 24, "the sweep finished before it could be killed"
     report = run_sweep(load_grid(path), out, workers=2, resume=True)
@@ -231,6 +243,7 @@ def _cluster(tmp_path: Path, workers: int, procs: list[subprocess.Popen[bytes]])
     return address
 
 
+@pytest.mark.slow
 def test_sweep_on_a_separately_started_dask_scheduler(grid_file: Callable[..., Path], tmp_path: Path) -> None:
     """`moesim sweep --scheduler ADDRESS` against a scheduler and a worker started as their own
     processes: the table equals the serial one."""
@@ -247,6 +260,7 @@ def test_sweep_on_a_separately_started_dask_scheduler(grid_file: Callable[..., P
         _stop(procs)
 
 
+@pytest.mark.slow
 def test_dask_sweep_survives_a_killed_worker(grid_file: Callable[..., Path], tmp_path: Path) -> None:
     """One of two workers is killed (SIGKILL) while the sweep runs: the scheduler gives its
     points to the other worker and the table is still the serial one, no point lost or doubled."""

@@ -15,7 +15,13 @@ import pytest
 
 from moesim.errors import InputError
 from moesim.traces import (
-    RoutingTrace, assemble_prompt, bundled_trace_path, read_trace, synthesize, trace_stats, write_trace,
+    RoutingTrace,
+    assemble_prompt,
+    bundled_trace_path,
+    read_trace,
+    synthesize,
+    trace_stats,
+    write_trace,
 )
 from moesim.traces.io import META_KEY
 from tests.traces_helpers import make_trace, needs_shared, random_trace
@@ -104,7 +110,8 @@ def _experts_with(table: pa.Table, row: int, value: int) -> pa.Table:
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda t: _experts_with(t, 37, 99), r"bad\.parquet: row 37: experts\[layer 13\] must be ids in \[0, 32\), got \[99, "),
+    (lambda t: _experts_with(t, 37, 99),
+     r"bad\.parquet: row 37: experts\[layer 13\] must be ids in \[0, 32\), got \[99, "),
     (lambda t: _experts_with(t, 50, -1), r"row 50: experts\[layer 2\] must be ids"),
     (lambda t: t.replace_schema_metadata({}), r"metadata must hold moesim\.trace"),
     (lambda t: t.slice(0, t.num_rows - 3), r"rows must be a positive multiple of the 24 recorded layers, got 957"),
@@ -170,6 +177,7 @@ def test_bundled_trace_is_small_synthetic_olmoe() -> None:
     assert t.meta.synth is not None and "olmoe-all.tokens.jsonl" in t.meta.synth["fitted_to"]
 
 
+@pytest.mark.slow
 @needs_shared
 def test_bundled_trace_regenerates_byte_identical() -> None:
     out = subprocess.run([sys.executable, str(REPO / "traces" / "make_bundled.py"), "--check"],

@@ -179,7 +179,8 @@ def test_gnf4_mixed_models_and_truncation(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"b\.jsonl: steps must match meta\.steps \(3\); file truncated\?, got 2"):
         import_trace(tmp_path / "b.jsonl", "gnf4", "olmoe-1b-7b")
     _write(tmp_path / "c.jsonl", _gnf4(model="/root/models/gptoss"))
-    with pytest.raises(InputError, match=r"c\.jsonl:1: meta\.model must be a olmoe-1b-7b trace \(this file is gpt-oss-20b\)"):
+    with pytest.raises(InputError,
+                       match=r"c\.jsonl:1: meta\.model must be a olmoe-1b-7b trace \(this file is gpt-oss-20b\)"):
         import_trace(tmp_path / "c.jsonl", "gnf4", "olmoe-1b-7b")
 
 

@@ -62,6 +62,7 @@ def test_fit_must_be_the_same_model() -> None:
 STATS = TargetStats(entropy=0.93, reuse=0.4, coverage_128=0.8, segment_tokens=256)
 
 
+@pytest.mark.slow
 def test_user_statistics_are_met() -> None:
     t = synthesize("qwen3-30b-a3b", 2048, stats=STATS, seed=3)
     s = trace_stats(t)

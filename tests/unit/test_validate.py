@@ -27,7 +27,7 @@ def test_what_if_override(run_cli) -> None:  # type: ignore[no-untyped-def]
     base = json.loads(run_cli("prefill", "--tokens", "512", "--json").out)
     slow = json.loads(run_cli("prefill", "--tokens", "512", "--json", "--set", "ufs.effective_read_bw_GBps=1.0").out)
     assert slow["ttft_s"] > base["ttft_s"]
-    assert slow["provenance"]["profile_hash"] != base["provenance"]["profile_hash"]
+    assert slow["config"]["profile_hash"] != base["config"]["profile_hash"]
     bad = run_cli("prefill", "--set", "ufs.nope=1")
     assert bad.code == 2 and "ufs.nope is not a field of the profile" in bad.err
     bad = run_cli("prefill", "--set", "ufs.effective_read_bw_GBps=-1")

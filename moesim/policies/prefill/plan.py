@@ -11,17 +11,27 @@ from typing import Literal
 
 import numpy as np
 
-from moesim.errors import InputError
 from moesim.config.device import MobileNPUProfile
 from moesim.config.model import ModelSpec
-from moesim.config.prefill import (CPUPolicy, EStreamPolicy, LayerB2Policy, MmapPolicy, NaivePolicy,
-                             PrefillPolicy, ResidentPolicy)
+from moesim.config.prefill import (
+    CPUPolicy,
+    EStreamPolicy,
+    LayerB2Policy,
+    MmapPolicy,
+    NaivePolicy,
+    Prefetch,
+    PrefillPolicy,
+    ResidentPolicy,
+)
+from moesim.errors import InputError
 from moesim.units import MiB
 
 __all__ = ["Group", "StreamPlan", "Gate", "make_groups", "plan_prefill", "default_group_size",
            "DEFAULT_BANKS", "MIN_GROUP_READ_B"]
 
-Gate = Literal["non-ffn", "after-routing", "on-demand", "eager"]
+#: When a plan's reads may start: a prefetch point, or ``eager`` (as soon as a bank is free;
+#: the baselines that have no prefetch point).
+Gate = Literal[Prefetch, "eager"]
 #: Default-rule constants (docs/background/prefill-model.md): groups of at least 8 MiB per
 #: read amortise the per-request latency; four banks give two reads in flight plus two
 #: groups for the NPU to alternate between.

@@ -21,13 +21,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from moesim.cost.maxplus import Gate, PipelineInput, evaluate, lower_bound
+from moesim.config.prefill import PREFETCH_POINTS, Prefetch
+from moesim.cost.maxplus import PipelineInput, evaluate, lower_bound
 from moesim.cost.pipeline import ServiceTimes, pipeline_input
 
 __all__ = ["Config", "Choice", "StoredProfile", "build_profile", "select", "space", "MAX_QUEUE_DEPTH"]
 
 MAX_QUEUE_DEPTH = 8
-GATES: tuple[Gate, ...] = ("non-ffn", "after-routing", "on-demand")
 
 
 @dataclass(frozen=True, order=True)
@@ -43,7 +43,7 @@ class StoredProfile:
 
     st: ServiceTimes
     inputs: dict[int, PipelineInput]
-    lower_ns: dict[tuple[int, Gate], int]   # (G, prefetch point) -> lower bound
+    lower_ns: dict[tuple[int, Prefetch], int]   # (G, prefetch point) -> lower bound
     monotone: dict[int, bool]       # every group active: TTFT monotone in B and Q for any gate
     build_ms: float
 
@@ -59,12 +59,12 @@ def build_profile(st: ServiceTimes, group_sizes: list[int] | None = None) -> Sto
     """Evaluator inputs and lower bounds for every group size (or only ``group_sizes``)."""
     t0 = time.perf_counter()
     inputs: dict[int, PipelineInput] = {}
-    lower: dict[tuple[int, Gate], int] = {}
+    lower: dict[tuple[int, Prefetch], int] = {}
     monotone: dict[int, bool] = {}
     for g in (group_sizes or range(1, st.counts.shape[1] + 1)):
         inp = pipeline_input(st, g)
         inputs[g] = inp
-        for gate in GATES:
+        for gate in PREFETCH_POINTS:
             lower[(g, gate)] = lower_bound(inp, gate)
         monotone[g] = all(t.active for layer in inp.groups for t in layer)
     return StoredProfile(st, inputs, lower, monotone, (time.perf_counter() - t0) * 1e3)
@@ -98,7 +98,7 @@ def _key(profile: StoredProfile, cfg: Config, ttft: int) -> tuple[int, int, int,
     return (ttft, profile.arena_B(cfg), cfg.queue_depth, cfg.group_size)
 
 
-def _best_for_g(profile: StoredProfile, g: int, b_fit: int, gate: Gate) -> tuple[Config, int, int]:
+def _best_for_g(profile: StoredProfile, g: int, b_fit: int, gate: Prefetch) -> tuple[Config, int, int]:
     inp = profile.inputs[g]
     if profile.monotone[g] or gate != "non-ffn":
         top = evaluate(inp, b_fit, min(MAX_QUEUE_DEPTH, b_fit), gate)
@@ -133,7 +133,7 @@ def _best_for_g(profile: StoredProfile, g: int, b_fit: int, gate: Gate) -> tuple
     return best[1], best[2], evals
 
 
-def select(profile: StoredProfile, arena_budget_B: int | None, gate: Gate = "non-ffn", *,
+def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = "non-ffn", *,
            group_size: int | None = None, banks: int | None = None, queue_depth: int | None = None) -> Choice | None:
     """The best configuration that fits ``arena_budget_B`` (None: no configuration fits).
 
@@ -163,7 +163,7 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Gate = "non
     return Choice(best[1], best[2], evaluated, (time.perf_counter() - t0) * 1e3, curve)
 
 
-def _select_fixed(profile: StoredProfile, arena_budget_B: int | None, gate: Gate, group_size: int | None,
+def _select_fixed(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch, group_size: int | None,
                   banks: int | None, queue_depth: int | None) -> Choice | None:
     t0 = time.perf_counter()
     best: tuple[tuple[int, int, int, int], Config, int] | None = None

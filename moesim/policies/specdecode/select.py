@@ -1,5 +1,7 @@
 """Draft selection rules: which ``gamma`` tree nodes the target verifies (pure functions).
 
+The rule names are :data:`moesim.config.specdecode.Selector` (``SELECTORS`` lists them).
+
 Every rule returns a sorted array of node indices that always contains the root (node 0)
 and has ``min(gamma, N)`` nodes. Nodes are in tree order (a parent has a lower index than
 its children) and every score here is non-increasing down a path, so taking the best
@@ -20,14 +22,14 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from moesim.config.specdecode import Selector
 from moesim.policies.specdecode.bits import Words, set_size
 
 __all__ = ["path_footprints", "select_confidence", "select_global_cost", "select_ecospec", "ecospec_scores",
-           "global_cost_scores", "select_nodes", "RULES"]
+           "global_cost_scores", "select_nodes"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
-RULES = ("confidence", "ecospec", "global-cost")
 
 
 def path_footprints(parent: npt.NDArray[np.integer], node_depth: npt.NDArray[np.integer], own: Words) -> Words:
@@ -82,7 +84,7 @@ def select_ecospec(prob: F64, footprint: Words, root_set: Words, gamma: int, eps
     return np.sort(np.array(chosen, dtype=np.int64)), buffer
 
 
-def select_nodes(rule: str, prob: F64, footprint: Words | None, root_set: Words | None, gamma: int,
+def select_nodes(rule: Selector, prob: F64, footprint: Words | None, root_set: Words | None, gamma: int,
                  eps: float) -> I64:
     """Dispatch on the rule name; ``footprint``/``root_set`` may be None for ``confidence``."""
     if rule == "confidence":

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from moesim.errors import InputError
 from moesim.config.catalog import load_model
 from moesim.config.model import ModelSpec
+from moesim.errors import InputError
 from moesim.traces.importers._common import ImportReport
 from moesim.traces.importers.flame import import_flame
 from moesim.traces.importers.gnf4 import import_gnf4

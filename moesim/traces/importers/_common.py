@@ -11,21 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
-from moesim.errors import InputError
+from moesim.config.base import Frozen
 from moesim.config.model import ModelSpec
-from moesim.traces.trace import RoutingTrace, SegmentInfo, TraceMeta, check_routing
+from moesim.errors import InputError
 from moesim.traces.paths import shared_traces_dir
+from moesim.traces.trace import RoutingTrace, SegmentInfo, TraceMeta, check_routing
 
 __all__ = ["ImportReport", "ReportBuilder", "Segment", "Provenance", "read_jsonl", "read_jsonl_head", "check_topk",
            "check_weights", "build_trace", "as_int", "shown"]
 
 
-class ImportReport(BaseModel):
+class ImportReport(Frozen):
     """What an importer read, kept and dropped; printed by the CLI, stored in the trace."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     format: str
     model: str

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from moesim.errors import InputError
 from moesim.config.model import ModelSpec
+from moesim.errors import InputError
 from moesim.traces.importers._common import Provenance, ReportBuilder, Segment, build_trace
 from moesim.traces.trace import PREFILL, RoutingTrace
 

@@ -17,10 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from moesim.errors import InputError
 from moesim.config.model import ModelSpec
+from moesim.errors import InputError
 from moesim.traces.importers._common import (
-    Provenance, ReportBuilder, Segment, as_int, build_trace, check_topk, read_jsonl_head,
+    Provenance,
+    ReportBuilder,
+    Segment,
+    as_int,
+    build_trace,
+    check_topk,
+    read_jsonl_head,
 )
 from moesim.traces.trace import DECODE, RoutingTrace
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from moesim.errors import InputError
 from moesim.config.model import ModelSpec
+from moesim.errors import InputError
 from moesim.traces.importers._common import Provenance, ReportBuilder, Segment, build_trace, read_jsonl
 from moesim.traces.trace import DECODE, RoutingTrace
 

@@ -147,20 +147,26 @@ def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]
     return out
 
 
-@dataclass(frozen=True)
-class PrefillResult:
-    """One prefill simulation: the metrics and one span per unit activity (flat records)."""
+class _Rows:
+    """What both results share: their JSON and one flat row."""
 
-    metrics: PrefillMetrics
-    spans: pd.DataFrame = field(repr=False)
+    metrics: BaseModel
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON of ``moesim prefill --json``."""
+        """The JSON of ``moesim prefill --json`` (or ``specdecode --json``)."""
         return self.metrics.model_dump(mode="json")
 
     def to_pandas(self) -> pd.DataFrame:
         """One flat row (nested keys joined with dots), ready to concatenate across runs."""
         return pd.DataFrame([flatten_metrics(self.to_dict())])
+
+
+@dataclass(frozen=True)
+class PrefillResult(_Rows):
+    """One prefill simulation: the metrics and one span per unit activity (flat records)."""
+
+    metrics: PrefillMetrics
+    spans: pd.DataFrame = field(repr=False)
 
     @property
     def ttft_s(self) -> float:
@@ -171,19 +177,11 @@ class PrefillResult:
 
 
 @dataclass(frozen=True)
-class SpecDecodeResult:
+class SpecDecodeResult(_Rows):
     """One speculative-decoding simulation: the metrics and one row per verification step."""
 
     metrics: SpecDecodeMetrics
     steps: pd.DataFrame = field(repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON of ``moesim specdecode --json``."""
-        return self.metrics.model_dump(mode="json")
-
-    def to_pandas(self) -> pd.DataFrame:
-        """One flat row (nested keys joined with dots), ready to concatenate across runs."""
-        return pd.DataFrame([flatten_metrics(self.to_dict())])
 
 
 def chrome_trace(spans: pd.DataFrame, process: str = "moesim") -> dict[str, Any]:

@@ -6,7 +6,6 @@ Nested metric dicts are flattened with dots (``memory_gib.arena``); lists become
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -17,22 +16,9 @@ from moesim.config.prefill import PrefillRun, build_policy, policy_options
 from moesim.config.profiles import AnyProfile, load_profile, override_profile, profile_hash
 from moesim.config.specdecode import SpecDecodeRun, parse_predictor, parse_routing
 from moesim.errors import InputError
+from moesim.results import flatten_metrics
 
-__all__ = ["run_point", "flatten_metrics"]
-
-
-def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}, "c": [1, 2]}`` -> ``{"a.b": 1, "c": "[1, 2]"}``."""
-    out: dict[str, Any] = {}
-    for key, value in metrics.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten_metrics(value, name + "."))
-        elif isinstance(value, (list, tuple)):
-            out[name] = json.dumps(value, sort_keys=True)
-        else:
-            out[name] = value
-    return out
+__all__ = ["run_point"]
 
 
 def _profile(device: str, overrides: dict[str, float]) -> AnyProfile:

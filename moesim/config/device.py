@@ -76,7 +76,14 @@ class HTPSection(Section):
     hmx_fp16_TFLOPS: PositiveFloat | None = Field(None, description="effective HMX fp16 matmul rate")
     hvx_int8_TOPS: PositiveFloat | None = None
     q4_0_dequant_GBps: PositiveFloat | None = Field(
-        None, description="Q4_0 weight bytes moved to VTCM and dequantised per second (DMA + HVX)")
+        None, description="one effective rate for Q4_0 weights moved to VTCM and dequantised (DMA + HVX); "
+                          "used when the tile pipeline's numbers (hvx_efficiency_ratio, dma_GBps) are not set")
+    hvx_efficiency_ratio: Annotated[float, Field(gt=0.0, le=1.0)] | None = Field(
+        None, description="HVX kernels' rate as a fraction of their issue limit at clock_GHz x hvx_contexts_count "
+                          "(Q4_0 dequantisation: the packet model; fp16 attention math: one 64-lane FMA a cycle)")
+    attention_unit: Literal["hvx", "hmx"] = Field(
+        "hmx", description="the unit of attention's score and value products (softmax is always HVX)")
+    dma_GBps: PositiveFloat | None = Field(None, description="DRAM -> VTCM DMA rate (at most the LPDDR5X bus)")
     vtcm_MiB: PositiveFloat
     call_overhead_us: PositiveFloat | None = Field(None, description="descriptor submit per expert-group call")
     graph_overhead_us: PositiveFloat | None = Field(
@@ -174,6 +181,9 @@ class MobileNPUProfile(_Profile):
         if self.ufs.peak_read_bw_GBps >= self.memory.peak_bw_GBps:
             raise ValueError(f"ufs.peak_read_bw_GBps must be < memory.peak_bw_GBps ({self.memory.peak_bw_GBps}), "
                              f"got {self.ufs.peak_read_bw_GBps}")
+        if (self.htp.dma_GBps or 0) > self.memory.peak_bw_GBps:
+            raise ValueError(f"htp.dma_GBps must be <= memory.peak_bw_GBps ({self.memory.peak_bw_GBps}), "
+                             f"got {self.htp.dma_GBps}")
         return self
 
     def sections(self) -> dict[str, Section]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from moesim.config.formats import tensor_bytes
 from moesim.config.model import RECIPES, GQAttention, ModelSpec, TensorClass
+from moesim.cost.htp import tile_matmul
 from moesim.cost.params import Backend
 
 __all__ = ["OpCost", "padded", "matmul", "expert_op", "group_op", "attention_op", "layer_non_ffn",
@@ -43,10 +44,14 @@ def padded(tokens: int, tile: int) -> int:
     return -(-tokens // tile) * tile
 
 
-def matmul(tokens: int, rows: int, row_len: int, weight_B: float, be: Backend) -> OpCost:
-    """``tokens`` activations times a ``rows x row_len`` weight held as ``weight_B`` bytes."""
+def matmul(tokens: int, rows: int, row_len: int, weight_B: float, be: Backend, dequantise: bool = True) -> OpCost:
+    """``tokens`` activations times a ``rows x row_len`` weight held as ``weight_B`` bytes
+    (``dequantise``: a quantised format that HVX expands on the HTP; False for fp16/fp32)."""
     if tokens <= 0:
         return OpCost()
+    if be.tiles is not None:
+        mat, vec, rest = tile_matmul(tokens, rows, row_len, weight_B, be.tiles, dequantise=dequantise)
+        return OpCost(mat_ns=mat, vec_ns=vec, overhead_ns=rest)
     flops = 2.0 * padded(tokens, be.tile_rows) * rows * row_len
     if not be.overlap:
         return OpCost(mat_ns=flops / be.mat_flop_per_ns + weight_B / be.weight_B_per_ns)
@@ -117,8 +122,11 @@ def attention_op(model: ModelSpec, n: int, layer: int, be: Backend, past: int = 
     else:
         dqk, dv = att.qk_nope_head_dim + att.qk_rope_head_dim, att.v_head_dim
     pairs = _causal_pairs(n, be.tile_rows, _is_sliding(model, layer), past)
-    core = OpCost(mat_ns=2.0 * pairs * att.num_heads * (dqk + dv) / be.mat_flop_per_ns,
-                  vec_ns=pairs * att.num_heads * FP16_B * 2 / be.elem_B_per_ns)  # softmax pass
+    products = 2.0 * pairs * att.num_heads * (dqk + dv)
+    softmax = pairs * att.num_heads * FP16_B * 2 / be.elem_B_per_ns
+    if be.attention_flop_per_ns is not None:   # flash attention on the vector unit
+        return cost + OpCost(vec_ns=products / be.attention_flop_per_ns + softmax)
+    core = OpCost(mat_ns=products / be.mat_flop_per_ns, vec_ns=softmax)
     return cost + core
 
 
@@ -146,7 +154,10 @@ def layer_non_ffn(model: ModelSpec, n: int, layer: int, be: Backend, past: int =
         return ops
     rows = m.num_routed_experts + (1 if m.shared_expert_gate else 0)
     router_B = rows * h * FP32_B    # FP32 weights: read from DRAM, not dequantised
-    ops["router"] = matmul(n, rows, h, router_B * be.weight_B_per_ns / be.elem_B_per_ns, be)
+    if be.tiles is not None:   # FP32 router weights: DMA'd, not dequantised
+        ops["router"] = matmul(n, rows, h, router_B, be, dequantise=False)
+    else:
+        ops["router"] = matmul(n, rows, h, router_B * be.weight_B_per_ns / be.elem_B_per_ns, be)
     if m.num_shared_experts:
         s = model.shared_intermediate_size
         ops["shared_experts"] = OpCost()

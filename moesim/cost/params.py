@@ -10,7 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from moesim.config.device import MobileNPUProfile
+from moesim.cost.htp import TilePipeline
 from moesim.cost.hvx import hvx_dequant_GBps_limit
+from moesim.units import MiB
+
+FP16_B = 2
 
 __all__ = ["Backend", "UFSParams", "npu_backend", "cpu_backend", "ufs_params"]
 
@@ -32,6 +36,8 @@ class Backend:
     call_overhead_ns: float       # per expert-group call (descriptor submit)
     layer_overhead_ns: float = 0.0  # per layer's non-expert graph (launch, sync, routing read-back)
     overlap: bool = True          # False: one thread does both kinds of work, times add up
+    tiles: TilePipeline | None = None  # the HTP: matrix multiplies run the VTCM tile pipeline
+    attention_flop_per_ns: float | None = None  # attention's products on the vector unit (None: mat unit)
 
 
 @dataclass(frozen=True)
@@ -41,9 +47,43 @@ class UFSParams:
 
 
 def npu_backend(p: MobileNPUProfile) -> Backend:
-    """The HTP. Q4_0 weights are consumed at the fitted rate, never faster than the HVX
-    packet model allows at the profile's clock and HVX contexts (moesim.cost.hvx: an issue
-    limit measured under emulation, far above the fitted rate on sd8-elite-gen5)."""
+    """The HTP. With ``htp.hvx_efficiency_ratio`` and ``htp.dma_GBps`` set, matrix multiplies
+    run the tile pipeline of :mod:`moesim.cost.htp` (DMA into VTCM, HVX dequantisation, HMX):
+    the HVX rates are their issue limits at the profile's clock and HVX contexts
+    (moesim.cost.hvx) times the efficiency, so they never exceed them; attention's products
+    run on ``htp.attention_unit``. Without them, the one-rate model of issue 4."""
+    if p.htp.hvx_efficiency_ratio is None or p.htp.dma_GBps is None:
+        return _npu_backend_one_rate(p)
+    clock, contexts = p.htp.require("clock_GHz", p.name), p.htp.hvx_contexts_count
+    efficiency = p.htp.require("hvx_efficiency_ratio", p.name)
+    limit = hvx_dequant_GBps_limit(clock, contexts)
+    hvx_fp16_flop_per_ns = contexts * (p.htp.hvx_vector_B // FP16_B) * 2.0 * clock * efficiency
+    tiles = TilePipeline(
+        hmx_flop_per_ns=p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3,
+        dequant_B_per_ns=limit * efficiency,
+        dma_B_per_ns=p.htp.require("dma_GBps", p.name),
+        act_B_per_ns=p.memory.peak_bw_GBps,
+        vtcm_B=int(p.htp.vtcm_MiB * MiB),
+        tile_rows=p.htp.hmx_tile_rows_count,
+        tile_cols=p.htp.hmx_tile_cols_count,
+    )
+    return Backend(
+        name="npu",
+        mat_flop_per_ns=tiles.hmx_flop_per_ns,
+        weight_B_per_ns=tiles.dequant_B_per_ns,
+        elem_B_per_ns=p.memory.peak_bw_GBps,
+        tile_rows=p.htp.hmx_tile_rows_count,
+        call_overhead_ns=p.htp.require("call_overhead_us", p.name) * 1e3,
+        layer_overhead_ns=p.htp.require("graph_overhead_us", p.name) * 1e3,
+        tiles=tiles,
+        attention_flop_per_ns=hvx_fp16_flop_per_ns if p.htp.attention_unit == "hvx" else None,
+    )
+
+
+def _npu_backend_one_rate(p: MobileNPUProfile) -> Backend:
+    """The HTP with weight intake folded into one effective rate (``htp.q4_0_dequant_GBps``),
+    never faster than the HVX packet model allows: the calibration of issue 4, kept until the
+    tile pipeline's numbers are fitted (docs/background/prefill-model.md)."""
     limit = hvx_dequant_GBps_limit(p.htp.require("clock_GHz", p.name), p.htp.hvx_contexts_count)
     return Backend(
         name="npu",

@@ -1,0 +1,94 @@
+"""The HTP tile pipeline (moesim.cost.htp): DMA into VTCM, HVX dequantisation, HMX, with
+double-buffered weight tiles and activation chunks that re-stream the weights."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from moesim.calibrate.estream import with_values
+from moesim.config.prefill import PrefillRun, ResidentPolicy
+from moesim.config.profiles import load_profile
+from moesim.cost.htp import TilePipeline, tile_cost, tile_matmul
+from moesim.errors import InputError
+from moesim.simulate.prefill import mobile_profile, simulate_prefill
+from tests.strategies import PURE_SETTINGS
+
+P = TilePipeline(hmx_flop_per_ns=8e3, dequant_B_per_ns=20.0, dma_B_per_ns=60.0, act_B_per_ns=40.0,
+                 vtcm_B=8 << 20)
+Q4 = 18 / 32   # Q4_0 bytes per weight
+
+
+def test_one_expert_projection_by_hand() -> None:
+    """128 tokens x (1024 x 2048) Q4_0: 3 weight tiles of 384 rows (two 384 x 2048 tiles,
+    stored + fp16, fit half of VTCM); DMA 7,373 ns, dequant 22,118 ns, HMX 25,166 ns, output
+    7,373 ns a tile; fill + 2 x max(DMA, dequant + output, HMX) + fp32->fp16 of the activations."""
+    c = tile_cost(128, 1024, 2048, 1024 * 2048 * Q4, P)
+    assert (c.chunks, c.tiles) == (1, 3)
+    assert [round(x) for x in (c.dma_ns, c.dequant_ns, c.hmx_ns, c.act_ns)] == [7373, 22118, 25166, 26214]
+    fill = c.dma_ns + c.dequant_ns + c.hmx_ns + 128 * 384 * 6 / 40
+    assert c.total_ns == pytest.approx(fill + 2 * (c.dequant_ns + 128 * 384 * 6 / 40) + c.act_ns)
+
+
+def test_long_prompts_stream_the_weights_once_per_activation_chunk() -> None:
+    """A 2048-wide fp16 row is 4 KiB; half of 8 MiB holds 1,024 rows: 4,096 tokens are 4 chunks,
+    and the dequantisation work is paid 4 times."""
+    w = 1024 * 2048 * Q4
+    one, four = tile_cost(1024, 1024, 2048, w, P), tile_cost(4096, 1024, 2048, w, P)
+    assert (one.chunks, four.chunks) == (1, 4)
+    assert tile_matmul(4096, 1024, 2048, w, P)[1] > 3.9 * tile_matmul(1024, 1024, 2048, w, P)[1] * 0.9
+
+
+def test_fp16_weights_skip_the_dequantisation() -> None:
+    fp16 = tile_matmul(64, 1024, 2048, 1024 * 2048 * 2, P, dequantise=False)
+    q4 = tile_matmul(64, 1024, 2048, 1024 * 2048 * Q4, P)
+    assert fp16[1] < q4[1]
+
+
+def test_a_slow_dma_sets_the_pace() -> None:
+    slow = TilePipeline(hmx_flop_per_ns=8e3, dequant_B_per_ns=20.0, dma_B_per_ns=1.0, act_B_per_ns=40.0,
+                        vtcm_B=8 << 20)
+    w = 1024 * 2048 * Q4
+    c = tile_cost(32, 1024, 2048, w, slow)
+    assert w / 1.0 <= c.total_ns <= 1.2 * w / 1.0     # DMA-bound: the other stages hide but for the fill
+    mat, vec, rest = tile_matmul(32, 1024, 2048, w, slow)
+    assert rest > max(mat, vec)     # exposed: neither compute unit is busy while DMA runs
+
+
+@given(tokens=st.integers(1, 6000), rows=st.sampled_from([32, 96, 768, 1024, 4096]),
+       row_len=st.sampled_from([256, 2048, 4096]), dequantise=st.booleans())
+@PURE_SETTINGS
+def test_pipeline_invariants(tokens: int, rows: int, row_len: int, dequantise: bool) -> None:
+    w = rows * row_len * (Q4 if dequantise else 2.0)
+    mat, vec, rest = tile_matmul(tokens, rows, row_len, w, P, dequantise)
+    total = tile_cost(tokens, rows, row_len, w, P, dequantise).total_ns
+    assert rest >= -1e-6 and rest + max(mat, vec) == pytest.approx(total)
+    assert total >= w / P.dma_B_per_ns - 1e-6                                  # every byte is DMA'd
+    assert total >= 2.0 * tokens * rows * row_len / P.hmx_flop_per_ns - 1e-6    # every MAC on HMX
+    more = tile_cost(tokens + 32, rows, row_len, w, P, dequantise).total_ns
+    assert more >= total - 1e-6                                                 # more tokens never faster
+
+
+def _tiled_phone(attention: str = "hmx") -> object:
+    phone = mobile_profile("sd8-elite-gen5")
+    data = phone.model_dump()
+    data["htp"]["attention_unit"] = attention
+    return with_values(type(phone).model_validate(data), {"htp.hvx_efficiency_ratio": 0.35, "htp.dma_GBps": 40.0})
+
+
+def test_prefill_runs_on_the_tile_pipeline_and_attention_unit_matters() -> None:
+    runs = {}
+    for unit in ("hmx", "hvx"):
+        run = PrefillRun(model="olmoe-1b-7b", device="sd8-elite-gen5", tokens=2048, policy=ResidentPolicy())
+        runs[unit] = simulate_prefill(run, profile=_tiled_phone(unit)).metrics   # type: ignore[arg-type]
+    assert 0 < runs["hmx"].ttft_s < runs["hvx"].ttft_s        # the quadratic products on 6 HVX contexts cost more
+    assert runs["hvx"].utilization["hvx"] > runs["hmx"].utilization["hvx"]
+
+
+def test_tile_pipeline_numbers_are_bounded() -> None:
+    phone = load_profile("sd8-elite-gen5")
+    with pytest.raises(InputError, match="hvx_efficiency_ratio"):
+        with_values(phone, {"htp.hvx_efficiency_ratio": 1.5})      # type: ignore[arg-type]
+    with pytest.raises(InputError, match="htp.dma_GBps must be <= memory.peak_bw_GBps"):
+        with_values(phone, {"htp.dma_GBps": 100.0})               # type: ignore[arg-type]

@@ -74,3 +74,14 @@ def tiny_profile():  # type: ignore[no-untyped-def]
               "ufs.effective_read_bw_GBps": 4.0, "cpu.q4_0_gemm_GFLOPS": 200.0,
               "htp.graph_overhead_us": 100.0}
     return with_values(load_profile("sd8-elite-gen5"), values)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def tiny_tiled_profile(tiny_profile):  # type: ignore[no-untyped-def]
+    """``tiny_profile`` on the HTP tile pipeline (moesim.cost.htp), experts in one weight buffer."""
+    from moesim.calibrate.estream import with_values
+    from moesim.config.device import MobileNPUProfile
+
+    data = tiny_profile.model_dump()
+    data["htp"]["experts_double_buffered"] = False
+    return with_values(MobileNPUProfile.model_validate(data), {"htp.hvx_efficiency_ratio": 0.3, "htp.dma_GBps": 40.0})

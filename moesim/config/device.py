@@ -81,6 +81,9 @@ class HTPSection(Section):
     hvx_efficiency_ratio: Annotated[float, Field(gt=0.0, le=1.0)] | None = Field(
         None, description="HVX kernels' rate as a fraction of their issue limit at clock_GHz x hvx_contexts_count "
                           "(Q4_0 dequantisation: the packet model; fp16 attention math: one 64-lane FMA a cycle)")
+    experts_double_buffered: bool = Field(
+        True, description="whether a routed expert's weight tiles are double-buffered in VTCM (llama.cpp's "
+                          "MUL_MAT_ID path is not: one buffer, dequantisation exposed per tile)")
     attention_unit: Literal["hvx", "hmx"] = Field(
         "hmx", description="the unit of attention's score and value products (softmax is always HVX)")
     dma_GBps: PositiveFloat | None = Field(None, description="DRAM -> VTCM DMA rate (at most the LPDDR5X bus)")

@@ -14,7 +14,9 @@ rows runs on the Hexagon HTP in three stages per weight tile, on three engines:
 
 Weight tiles are double-buffered in VTCM, so the stages of successive tiles overlap and a
 chunk takes ``fill + n_tiles x max(stage)``: the first tile's DMA and dequantisation are
-exposed, after that the slowest engine sets the pace. VTCM is split between the activation
+exposed, after that the slowest engine sets the pace. Routed experts may instead run with one
+weight buffer (llama.cpp's MUL_MAT_ID path: ``experts_double_buffered = False``): per tile the
+dequantisation is exposed and HMX + output overlap only the next tile's DMA. VTCM is split between the activation
 chunk (fp16 rows of ``row_len``) and the weight buffers (``vtcm_act_share``). When the
 tokens' activations do not fit, they are processed in chunks and **every chunk streams the
 whole weight again** (the cost of a long prompt beyond its FLOPs). Before a chunk, HVX
@@ -45,6 +47,7 @@ class TilePipeline:
     act_B_per_ns: float          # fp32 activation bytes converted to fp16 tiles per ns (HVX)
     vtcm_B: int                  # VTCM bytes available to one operator
     vtcm_act_share: float = 0.5  # of vtcm_B, for the activation chunk; the rest for weight buffers
+    experts_double_buffered: bool = True  # False: routed experts stream their tiles one at a time
     tile_rows: int = 32          # HMX tile: token rows are padded to whole tiles
     tile_cols: int = 32          # HMX tile: weight rows come in blocks of this many
 
@@ -77,7 +80,7 @@ def _tile_weight_rows(rows: int, row_len: int, stored_B_per_weight: float, p: Ti
 
 
 def tile_cost(tokens: int, rows: int, row_len: int, weight_B: float, p: TilePipeline,
-              dequantise: bool = True) -> TileCost:
+              dequantise: bool = True, double_buffered: bool = True) -> TileCost:
     """The tile pipeline of ``tokens`` x (``rows`` x ``row_len`` weight stored as ``weight_B``).
 
     >>> p = TilePipeline(hmx_flop_per_ns=8e3, dequant_B_per_ns=20.0, dma_B_per_ns=60.0,
@@ -103,16 +106,20 @@ def tile_cost(tokens: int, rows: int, row_len: int, weight_B: float, p: TilePipe
         rows_c = min(chunk, padded - c * chunk)
         hmx = 2.0 * rows_c * t_rows * row_len / p.hmx_flop_per_ns
         out = rows_c * t_rows * _OUT_B / p.act_B_per_ns
-        total += dma + deq + hmx + out + (tiles - 1) * max(dma, deq + out, hmx)
+        if double_buffered:
+            total += dma + deq + hmx + out + (tiles - 1) * max(dma, deq + out, hmx)
+        else:   # one weight buffer: dequantise, then HMX + output while the next tile's DMA runs
+            total += dma + tiles * (deq + max(dma, hmx + out)) - dma
     act = tokens * row_len * 4.0 / p.act_B_per_ns
     return TileCost(chunks, tiles, dma, deq, hmx_full, act, total + act)
 
 
 def tile_matmul(tokens: int, rows: int, row_len: int, weight_B: float, p: TilePipeline,
-                dequantise: bool = True) -> tuple[float, float, float]:
+                dequantise: bool = True, expert: bool = False) -> tuple[float, float, float]:
     """(HMX busy, HVX busy, exposed rest) in ns of :func:`tile_cost`; the three sum, with the
-    larger busy time, to the pipeline's total."""
-    c = tile_cost(tokens, rows, row_len, weight_B, p, dequantise)
+    larger busy time, to the pipeline's total. ``expert``: a routed expert's projection, whose
+    tiles are double-buffered only if ``p.experts_double_buffered``."""
+    c = tile_cost(tokens, rows, row_len, weight_B, p, dequantise, p.experts_double_buffered or not expert)
     if c.total_ns == 0.0:
         return 0.0, 0.0, 0.0
     padded = -(-tokens // p.tile_rows) * p.tile_rows

@@ -44,13 +44,14 @@ def padded(tokens: int, tile: int) -> int:
     return -(-tokens // tile) * tile
 
 
-def matmul(tokens: int, rows: int, row_len: int, weight_B: float, be: Backend, dequantise: bool = True) -> OpCost:
+def matmul(tokens: int, rows: int, row_len: int, weight_B: float, be: Backend, dequantise: bool = True,
+           expert: bool = False) -> OpCost:
     """``tokens`` activations times a ``rows x row_len`` weight held as ``weight_B`` bytes
     (``dequantise``: a quantised format that HVX expands on the HTP; False for fp16/fp32)."""
     if tokens <= 0:
         return OpCost()
     if be.tiles is not None:
-        mat, vec, rest = tile_matmul(tokens, rows, row_len, weight_B, be.tiles, dequantise=dequantise)
+        mat, vec, rest = tile_matmul(tokens, rows, row_len, weight_B, be.tiles, dequantise=dequantise, expert=expert)
         return OpCost(mat_ns=mat, vec_ns=vec, overhead_ns=rest)
     flops = 2.0 * padded(tokens, be.tile_rows) * rows * row_len
     if not be.overlap:
@@ -58,21 +59,21 @@ def matmul(tokens: int, rows: int, row_len: int, weight_B: float, be: Backend, d
     return OpCost(mat_ns=flops / be.mat_flop_per_ns, vec_ns=weight_B / be.weight_B_per_ns)
 
 
-def _swiglu_ffn(tokens: int, hidden: int, inter: int, weight_B: float, be: Backend) -> OpCost:
+def _swiglu_ffn(tokens: int, hidden: int, inter: int, weight_B: float, be: Backend, expert: bool = False) -> OpCost:
     """Gate/up, SwiGLU, down for ``tokens`` rows, plus gather and weighted scatter-add."""
     if tokens <= 0:
         return OpCost()
-    mm = matmul(tokens, 3 * inter, hidden, weight_B, be)
+    mm = matmul(tokens, 3 * inter, hidden, weight_B, be, expert=expert)
     elem_B = tokens * (inter * FP32_B * 3 + hidden * FP32_B * 5)  # SwiGLU r/r/w; gather r/w, scatter r/r/w
     if not be.overlap:
         return OpCost(mat_ns=mm.mat_ns + elem_B / be.elem_B_per_ns)
-    return OpCost(mat_ns=mm.mat_ns, vec_ns=mm.vec_ns + elem_B / be.elem_B_per_ns)
+    return OpCost(mat_ns=mm.mat_ns, vec_ns=mm.vec_ns + elem_B / be.elem_B_per_ns, overhead_ns=mm.overhead_ns)
 
 
 def expert_op(tokens: int, model: ModelSpec, be: Backend) -> OpCost:
     """The fused expert path for one routed expert receiving ``tokens`` tokens (0: skipped)."""
     return _swiglu_ffn(tokens, model.hidden_size, model.moe.expert_intermediate_size,
-                       model.expert_bytes(_Q4), be)
+                       model.expert_bytes(_Q4), be, expert=True)
 
 
 def group_op(token_counts: Sequence[int], model: ModelSpec, be: Backend) -> OpCost:
@@ -82,7 +83,7 @@ def group_op(token_counts: Sequence[int], model: ModelSpec, be: Backend) -> OpCo
         total = total + expert_op(int(tokens), model, be)
     if total.mat_ns == 0 and total.vec_ns == 0:
         return OpCost()
-    return OpCost(total.mat_ns, total.vec_ns, be.call_overhead_ns)
+    return OpCost(total.mat_ns, total.vec_ns, total.overhead_ns + be.call_overhead_ns)
 
 
 def _causal_pairs(n: int, tile: int, window: int | None, past: int = 0) -> int:

@@ -66,6 +66,7 @@ def npu_backend(p: MobileNPUProfile) -> Backend:
         vtcm_B=int(p.htp.vtcm_MiB * MiB),
         tile_rows=p.htp.hmx_tile_rows_count,
         tile_cols=p.htp.hmx_tile_cols_count,
+        experts_double_buffered=p.htp.experts_double_buffered,
     )
     return Backend(
         name="npu",

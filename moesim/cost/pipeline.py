@@ -57,16 +57,14 @@ def service_times(model: ModelSpec, be: Backend, ufs: UFSParams, counts: np.ndar
                         model.num_dense_layers)
 
 
-def _group_ns(mats: list[float], vecs: list[float], call_overhead_ns: float) -> int:
+def _group_ns(costs: tuple[OpCost, ...], call_overhead_ns: float) -> int:
     """ns of one group call: the same left-to-right float sums as moesim.cost.ops.group_op."""
-    mat = vec = 0.0
-    for m in mats:
-        mat = mat + m
-    for v in vecs:
-        vec = vec + v
+    mat = vec = rest = 0.0
+    for c in costs:
+        mat, vec, rest = mat + c.mat_ns, vec + c.vec_ns, rest + c.overhead_ns
     if mat == 0 and vec == 0:
         return 0
-    return ns(OpCost(mat, vec, call_overhead_ns).total_ns)
+    return ns(OpCost(mat, vec, rest + call_overhead_ns).total_ns)
 
 
 def pipeline_input(st: ServiceTimes, group_size: int) -> PipelineInput:
@@ -74,14 +72,12 @@ def pipeline_input(st: ServiceTimes, group_size: int) -> PipelineInput:
     groups: list[tuple[GroupTimes, ...]] = [() for _ in range(st.num_dense_layers)]
     n_exp = st.counts.shape[1]
     for row, costs in zip(st.counts.tolist(), st.expert_costs):
-        mats = [c.mat_ns for c in costs]
-        vecs = [c.vec_ns for c in costs]
         layer = []
         for first in range(0, n_exp, group_size):
             last = min(first + group_size, n_exp)
             active = any(row[first:last])
             n_bytes = st.expert_B * (last - first)
-            compute = _group_ns(mats[first:last], vecs[first:last], st.call_overhead_ns) if active else 0
+            compute = _group_ns(costs[first:last], st.call_overhead_ns) if active else 0
             layer.append(GroupTimes(active, compute, ns(n_bytes / st.B_per_ns)))
         groups.append(tuple(layer))
     return PipelineInput(st.non_ffn_ns, tuple(groups), st.tail_ns, st.latency_ns)

@@ -50,6 +50,16 @@ def test_evaluator_equals_simulation(tiny_profile: MobileNPUProfile, case: Prefi
 
 
 @SETTINGS
+@given(prefill_cases())
+def test_evaluator_equals_simulation_on_the_tile_pipeline(tiny_tiled_profile: MobileNPUProfile,
+                                                          case: PrefillCase) -> None:
+    model, routing, cfg = case
+    inp = _profile(tiny_tiled_profile, model, routing).inputs[cfg["group_size"]]
+    assert evaluate(inp, cfg["banks"], cfg["queue_depth"], cfg["prefetch"]) == _des(tiny_tiled_profile, model,
+                                                                                     routing, cfg)
+
+
+@SETTINGS
 @given(model_routings(), st.sampled_from(PREFETCH_POINTS), st.floats(1.0, 4.0))
 def test_search_finds_the_exhaustive_optimum(tiny_profile: MobileNPUProfile, case: tuple[ModelSpec, I16],
                                              gate: Prefetch, slack: float) -> None:

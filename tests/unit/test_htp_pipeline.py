@@ -92,3 +92,18 @@ def test_tile_pipeline_numbers_are_bounded() -> None:
         with_values(phone, {"htp.hvx_efficiency_ratio": 1.5})      # type: ignore[arg-type]
     with pytest.raises(InputError, match="htp.dma_GBps must be <= memory.peak_bw_GBps"):
         with_values(phone, {"htp.dma_GBps": 100.0})               # type: ignore[arg-type]
+
+
+def test_a_group_call_keeps_every_expert_pipeline_exposed_time(tiny_tiled_profile) -> None:  # type: ignore[no-untyped-def]
+    """One expert in a group costs its pipeline plus the call; the exposed part (fill, one-buffer
+    stalls) is not lost when experts are summed into a group (a bug caught on 2026-11-30)."""
+    from moesim.config.catalog import load_model
+    from moesim.cost.ops import expert_op, group_op
+    from moesim.cost.params import npu_backend
+
+    be, olmoe = npu_backend(tiny_tiled_profile), load_model("olmoe-1b-7b")
+    one = expert_op(40, olmoe, be)
+    assert one.overhead_ns > 0
+    assert group_op([40], olmoe, be).total_ns == pytest.approx(one.total_ns + be.call_overhead_ns)
+    two = group_op([40, 40], olmoe, be)
+    assert two.overhead_ns == pytest.approx(2 * one.overhead_ns + be.call_overhead_ns)

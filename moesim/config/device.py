@@ -84,6 +84,9 @@ class HTPSection(Section):
     experts_double_buffered: bool = Field(
         True, description="whether a routed expert's weight tiles are double-buffered in VTCM (llama.cpp's "
                           "MUL_MAT_ID path is not: one buffer, dequantisation exposed per tile)")
+    mla_absorbed: bool = Field(
+        True, description="DeepSeek MLA attends in the compressed latent (kv_lora_rank + rope per head) "
+                          "instead of decompressing keys and values per head")
     attention_unit: Literal["hvx", "hmx"] = Field(
         "hmx", description="the unit of attention's score and value products (softmax is always HVX)")
     dma_GBps: PositiveFloat | None = Field(None, description="DRAM -> VTCM DMA rate (at most the LPDDR5X bus)")

@@ -120,6 +120,8 @@ def attention_op(model: ModelSpec, n: int, layer: int, be: Backend, past: int = 
         cost = cost + matmul(n, t.rows, t.row_len, tensor_bytes(fmt, t.rows, t.row_len), be)
     if isinstance(att, GQAttention):
         dqk, dv = att.head_dim, att.head_dim
+    elif be.mla_absorbed:   # scores against the latent + rope key, values in the latent
+        dqk, dv = att.kv_lora_rank + att.qk_rope_head_dim, att.kv_lora_rank
     else:
         dqk, dv = att.qk_nope_head_dim + att.qk_rope_head_dim, att.v_head_dim
     pairs = _causal_pairs(n, be.tile_rows, _is_sliding(model, layer), past)

@@ -38,6 +38,7 @@ class Backend:
     overlap: bool = True          # False: one thread does both kinds of work, times add up
     tiles: TilePipeline | None = None  # the HTP: matrix multiplies run the VTCM tile pipeline
     attention_flop_per_ns: float | None = None  # attention's products on the vector unit (None: mat unit)
+    mla_absorbed: bool = False    # DeepSeek MLA attends in the latent (absorbed) rather than per head
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def npu_backend(p: MobileNPUProfile) -> Backend:
         layer_overhead_ns=p.htp.require("graph_overhead_us", p.name) * 1e3,
         tiles=tiles,
         attention_flop_per_ns=hvx_fp16_flop_per_ns if p.htp.attention_unit == "hvx" else None,
+        mla_absorbed=p.htp.mla_absorbed,
     )
 
 

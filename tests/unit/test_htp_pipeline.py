@@ -107,3 +107,19 @@ def test_a_group_call_keeps_every_expert_pipeline_exposed_time(tiny_tiled_profil
     assert group_op([40], olmoe, be).total_ns == pytest.approx(one.total_ns + be.call_overhead_ns)
     two = group_op([40, 40], olmoe, be)
     assert two.overhead_ns == pytest.approx(2 * one.overhead_ns + be.call_overhead_ns)
+
+
+def test_absorbed_mla_attends_in_the_latent(tiny_tiled_profile) -> None:  # type: ignore[no-untyped-def]
+    """DeepSeek-V2-Lite, 16 heads: absorbed, a score costs kv_lora_rank + rope = 576 and a value
+    512 per head; decompressed, 128 + 64 and 128 (3.4x fewer products)."""
+    from dataclasses import replace
+
+    from moesim.config.catalog import load_model
+    from moesim.cost.ops import attention_op
+    from moesim.cost.params import npu_backend
+
+    be, dsv2 = npu_backend(tiny_tiled_profile), load_model("deepseek-v2-lite")
+    assert be.mla_absorbed
+    absorbed = attention_op(dsv2, 2048, 1, be).total_ns
+    per_head = attention_op(dsv2, 2048, 1, replace(be, mla_absorbed=False)).total_ns
+    assert absorbed > 1.3 * per_head       # on HMX here; the products alone grow 3.4x

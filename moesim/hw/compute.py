@@ -35,11 +35,14 @@ class ComputeUnit:
         yield self.sim.env.timeout(duration)
         rec = self.sim.recorder
         rec.span(start, start + duration, self.name, op, layer, group, n_bytes)
+        # unit spans end where the operator's rounding puts them, so they never outlast it
         head = start + ns(cost.overhead_ns)
+        mat_end = start + ns(cost.overhead_ns + cost.mat_ns)
+        vec_end = start + ns(cost.overhead_ns + cost.vec_ns)
         if cost.mat_ns:
-            rec.span(head, head + ns(cost.mat_ns), self.mat_unit, op, layer, group)
+            rec.span(head, mat_end, self.mat_unit, op, layer, group)
         if cost.vec_ns:
-            rec.span(head, head + ns(cost.vec_ns), self.vec_unit, op, layer, group)
+            rec.span(head, vec_end, self.vec_unit, op, layer, group)
         self.busy_ns += duration
-        self.mat_busy_ns += ns(cost.mat_ns)
-        self.vec_busy_ns += ns(cost.vec_ns)
+        self.mat_busy_ns += mat_end - head
+        self.vec_busy_ns += vec_end - head

@@ -370,11 +370,9 @@ def test_compute_rounds_each_duration_half_up() -> None:
     assert (npu.busy_ns, npu.mat_busy_ns, npu.vec_busy_ns) == (3, 3, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug in hw/compute.py: the unit spans are rounded as ns(overhead) + ns(mat), the operator as "
-    "ns(overhead + max(mat, vec)); with two halves (100.5 + 200.5) the hmx span ends at 302, 1 ns "
-    "after its operator (301), and overlaps the next operator's hmx span"))
 def test_compute_unit_spans_stay_inside_their_operator() -> None:
+    """Fractional halves (100.5 + 200.5): the operator ends at ns(301) = 301 and so does its HMX
+    span (rounded as ns(overhead + mat), not ns(overhead) + ns(mat) = 302; fixed 2026-11-30)."""
     sim = Sim()
     npu = ComputeUnit(sim, "npu", "hmx", "hvx")
     _program(sim, npu, [(OpCost(mat_ns=200.5, overhead_ns=100.5), "experts", 0, 0, 0),

@@ -12,7 +12,7 @@ from typing import Final
 __all__ = [
     "KiB", "MiB", "GiB", "KB", "MB", "GB", "TB",
     "NS_PER_US", "NS_PER_MS", "NS_PER_S",
-    "UNIT_SUFFIXES", "unit_of", "ns", "s_to_ns", "transfer_ns",
+    "FP32_B", "FP16_B", "UNIT_SUFFIXES", "unit_of", "ns", "s_to_ns", "transfer_ns",
 ]
 
 KiB: Final = 1024
@@ -22,6 +22,9 @@ KB: Final = 1000
 MB: Final = 1000**2
 GB: Final = 1000**3
 TB: Final = 1000**4
+
+FP32_B: Final = 4   # bytes of one fp32 value
+FP16_B: Final = 2   # bytes of one fp16 value
 
 NS_PER_US: Final = 1_000
 NS_PER_MS: Final = 1_000_000

@@ -85,3 +85,14 @@ def tiny_tiled_profile(tiny_profile):  # type: ignore[no-untyped-def]
     data = tiny_profile.model_dump()
     data["htp"]["experts_double_buffered"] = False
     return with_values(MobileNPUProfile.model_validate(data), {"htp.hvx_efficiency_ratio": 0.3, "htp.dma_GBps": 40.0})
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> Path:
+    """The native CPU reference, built once (skips the test with the build error when gcc or make is missing)."""
+    from moesim.native import cpu
+
+    try:
+        return cpu.build()
+    except cpu.NativeBuildError as err:
+        pytest.skip(str(err))

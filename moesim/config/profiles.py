@@ -128,7 +128,7 @@ def override_profile(profile: AnyProfile, values: dict[str, float], note: str = 
     for dotted, value in values.items():
         section, _, field = dotted.partition(".")
         if section not in data or not isinstance(data[section], dict) or not field:
-            raise InputError("--set", "must name SECTION.FIELD of the profile", dotted)
+            raise InputError("overrides (--set)", "must name SECTION.FIELD of the profile", dotted)
         if field not in data[section]:
             raise InputError(f"{section}.{field}", "is not a field of the profile", value, show_value=False)
         data[section][field] = value

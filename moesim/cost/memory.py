@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from moesim.config.model import ModelSpec
-from moesim.cost.ops import FP16_B, FP32_B
+from moesim.units import FP16_B, FP32_B
 
 __all__ = ["MemoryBreakdown", "prefill_memory", "activation_bytes"]
 

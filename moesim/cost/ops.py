@@ -15,12 +15,11 @@ from moesim.config.formats import tensor_bytes
 from moesim.config.model import RECIPES, GQAttention, ModelSpec, TensorClass
 from moesim.cost.htp import tile_matmul
 from moesim.cost.params import Backend
+from moesim.units import FP16_B, FP32_B
 
 __all__ = ["OpCost", "padded", "matmul", "expert_op", "group_op", "attention_op", "layer_non_ffn",
-           "is_attention_layer", "lm_head_op", "FP32_B", "FP16_B"]
+           "is_attention_layer", "lm_head_op"]
 
-FP32_B = 4
-FP16_B = 2
 _Q4 = RECIPES["q4_0"]
 
 

@@ -8,13 +8,12 @@ Rates are per nanosecond: 1 GB/s = 1 byte/ns, 1 TFLOPS = 1e3 FLOP/ns, 1 GFLOPS =
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from moesim.config.device import MobileNPUProfile
 from moesim.cost.htp import TilePipeline
 from moesim.cost.hvx import hvx_dequant_GBps_limit
-from moesim.units import MiB
-
-FP16_B = 2
+from moesim.units import FP16_B, MiB
 
 __all__ = ["Backend", "UFSParams", "npu_backend", "cpu_backend", "ufs_params"]
 
@@ -69,18 +68,8 @@ def npu_backend(p: MobileNPUProfile) -> Backend:
         tile_cols=p.htp.hmx_tile_cols_count,
         experts_double_buffered=p.htp.experts_double_buffered,
     )
-    return Backend(
-        name="npu",
-        mat_flop_per_ns=tiles.hmx_flop_per_ns,
-        weight_B_per_ns=tiles.dequant_B_per_ns,
-        elem_B_per_ns=p.memory.peak_bw_GBps,
-        tile_rows=p.htp.hmx_tile_rows_count,
-        call_overhead_ns=p.htp.require("call_overhead_us", p.name) * 1e3,
-        layer_overhead_ns=p.htp.require("graph_overhead_us", p.name) * 1e3,
-        tiles=tiles,
-        attention_flop_per_ns=hvx_fp16_flop_per_ns if p.htp.attention_unit == "hvx" else None,
-        mla_absorbed=p.htp.mla_absorbed,
-    )
+    return _npu(p, tiles.hmx_flop_per_ns, tiles.dequant_B_per_ns, tiles=tiles, mla_absorbed=p.htp.mla_absorbed,
+                attention_flop_per_ns=hvx_fp16_flop_per_ns if p.htp.attention_unit == "hvx" else None)
 
 
 def _npu_backend_one_rate(p: MobileNPUProfile) -> Backend:
@@ -88,14 +77,21 @@ def _npu_backend_one_rate(p: MobileNPUProfile) -> Backend:
     never faster than the HVX packet model allows: the calibration of issue 4, kept until the
     tile pipeline's numbers are fitted (docs/background/prefill-model.md)."""
     limit = hvx_dequant_GBps_limit(p.htp.require("clock_GHz", p.name), p.htp.hvx_contexts_count)
+    return _npu(p, p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3,
+                min(p.htp.require("q4_0_dequant_GBps", p.name), limit))
+
+
+def _npu(p: MobileNPUProfile, mat_flop_per_ns: float, weight_B_per_ns: float, **extra: Any) -> Backend:
+    """What both NPU models share: DRAM-rate element-wise passes, HMX tiles, call and layer costs."""
     return Backend(
         name="npu",
-        mat_flop_per_ns=p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3,
-        weight_B_per_ns=min(p.htp.require("q4_0_dequant_GBps", p.name), limit),
+        mat_flop_per_ns=mat_flop_per_ns,
+        weight_B_per_ns=weight_B_per_ns,
         elem_B_per_ns=p.memory.peak_bw_GBps,
         tile_rows=p.htp.hmx_tile_rows_count,
         call_overhead_ns=p.htp.require("call_overhead_us", p.name) * 1e3,
         layer_overhead_ns=p.htp.require("graph_overhead_us", p.name) * 1e3,
+        **extra,
     )
 
 

@@ -56,14 +56,6 @@ def rel_err(got: npt.NDArray[np.floating], ref: npt.NDArray[np.floating]) -> flo
 # ---- fixtures ----
 
 @pytest.fixture(scope="module")
-def build_dir() -> Path:
-    try:
-        return cpu.build()
-    except cpu.NativeBuildError as err:
-        pytest.skip(str(err))
-
-
-@pytest.fixture(scope="module")
 def kernels(build_dir: Path) -> Kernels:
     return load_kernels(build_dir)
 

@@ -25,14 +25,6 @@ FILE_B = 4096 + SHAPE.layers * SHAPE.experts * STRIDE_B
 
 
 @pytest.fixture(scope="module")
-def build_dir() -> Path:
-    try:
-        return cpu.build()
-    except cpu.NativeBuildError as err:
-        pytest.skip(str(err))
-
-
-@pytest.fixture(scope="module")
 def good(build_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> bytes:
     packed = cpu.pack_experts(tmp_path_factory.mktemp("pack") / "good.pack", SHAPE, seed=4)
     assert (SHAPE.expert_bytes, SHAPE.expert_stride_bytes, packed.file_bytes) == (EXPERT_B, STRIDE_B, FILE_B)

@@ -50,6 +50,9 @@ def test_rerun_refuses_what_it_cannot_rebuild(run_cli, tmp_path: Path) -> None: 
                   "config.trace must be the routing this machine resolves"),
         "no-config": ({"ttft_s": 1.0}, "config.run is required"),
         "workload": ({"config": {"run": {}, "workload": "decode"}}, "config.workload must be prefill or specdecode"),
+        "override": ({**saved, "config": {**saved["config"], "run": {**saved["config"]["run"],
+                                                                     "overrides": {"nope": 1.0}}}},
+                     "overrides (--set) must name SECTION.FIELD of the profile, got 'nope'"),
         "bad-run": ({**saved, "config": {**saved["config"], "run": {**saved["config"]["run"], "tokens": -5}}},
                     "tokens"),
     }

@@ -89,6 +89,9 @@ class PrefillMetrics(Frozen):
     ttft_s: float
     tokens_per_s: float
     peak_memory_gib: float
+    ttft_s_interval: tuple[float, float] | None = None        # 90%; None: the profile states no uncertainty
+    tokens_per_s_interval: tuple[float, float] | None = None
+    peak_memory_gib_interval: tuple[float, float] | None = None
     fits_device_memory: bool
     memory_gib: dict[str, float]
     bubble_share: float

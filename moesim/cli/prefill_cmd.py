@@ -72,12 +72,18 @@ def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
     if cfg["overrides"]:
         click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
     click.echo(f"routing: {tr['source']} ({'synthetic' if tr['synthetic'] else 'real'})")
-    rows = [("ttft_s", f"{m['ttft_s']:.4f}"), ("tokens_per_s", f"{m['tokens_per_s']:.1f}"),
-            ("peak_memory_gib", f"{m['peak_memory_gib']:.3f}"), ("bubble_share", f"{m['bubble_share']:.4f}"),
-            ("bubble_share_total", f"{m['bubble_share_total']:.4f}"), ("io_bytes", f"{m['io_bytes']:,}"),
-            ("io_amplification", f"{m['io_amplification']:.3f}")]
-    rows += [(f"utilization.{k}", f"{v:.3f}") for k, v in sorted(m["utilization"].items())]
-    emit_table(["metric", "value"], rows)
+    def band(key: str, fmt: str) -> str:
+        iv = m[f"{key}_interval"]
+        return "" if iv is None else f"{iv[0]:{fmt}} - {iv[1]:{fmt}}"
+
+    rows = [("ttft_s", f"{m['ttft_s']:.4f}", band("ttft_s", ".3f")),
+            ("tokens_per_s", f"{m['tokens_per_s']:.1f}", band("tokens_per_s", ".1f")),
+            ("peak_memory_gib", f"{m['peak_memory_gib']:.3f}", band("peak_memory_gib", ".3f")),
+            ("bubble_share", f"{m['bubble_share']:.4f}", ""),
+            ("bubble_share_total", f"{m['bubble_share_total']:.4f}", ""), ("io_bytes", f"{m['io_bytes']:,}", ""),
+            ("io_amplification", f"{m['io_amplification']:.3f}", "")]
+    rows += [(f"utilization.{k}", f"{v:.3f}", "") for k, v in sorted(m["utilization"].items())]
+    emit_table(["metric", "value", "90% interval"], rows)
     if not m["fits_device_memory"]:
         click.echo(f"warning: peak memory {m['peak_memory_gib']:.2f} GiB exceeds the usable memory of "
                    f"{cfg['device']}: this run would not complete on the device", err=True)

@@ -54,22 +54,25 @@ def calibrate() -> None:
 @click.option("--write/--no-write", default=False, help="Write the fitted numbers into the profile file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def calibrate_estream(device: str, write: bool, as_json: bool) -> None:
-    """Fit HMX rate, dequantisation rate, call overhead and UFS bandwidth to the EStream figures."""
-    from moesim.calibrate.estream import fit_cpu_gemm, fit_estream, with_values, write_fit
+    """Fit the HTP's unpublished rates (bounded) to llama.cpp's dense curve and the EStream TTFT; CPU rates too."""
+    from moesim.calibrate.estream import fit_cpu, fit_estream, with_values, write_fit
     from moesim.config.profiles import profile_dir, profile_names
     from moesim.simulate.prefill import mobile_profile
 
     profile = mobile_profile(device)
     fit = fit_estream(profile)
-    cpu = fit_cpu_gemm(with_values(profile, fit.values))
+    cpu = fit_cpu(with_values(profile, fit.values))
+    if fit.at_bound:
+        raise click.ClickException(f"calibration failed: {', '.join(fit.at_bound)} fitted at a bound "
+                                   "(a mechanism is missing; the profile is left unchanged)")
     if write:
         path = profile_dir() / f"{device}.toml" if device in profile_names() else Path(device)
         write_fit(path, fit, cpu)
     if as_json:
-        emit_json({"values": {**fit.values, "cpu.q4_0_gemm_GFLOPS": cpu}, "predictions": fit.predictions,
+        emit_json({"values": {**fit.values, **cpu}, "predictions": fit.predictions,
                    "errors": fit.errors, "cost": fit.cost, "written": write})
         return
-    emit_table(["field", "fitted"], [(k, f"{v:.6g}") for k, v in {**fit.values, "cpu.q4_0_gemm_GFLOPS": cpu}.items()])
+    emit_table(["field", "fitted"], [(k, f"{v:.6g}") for k, v in {**fit.values, **cpu}.items()])
     emit_table(["target", "predicted", "error"], [(k, f"{fit.predictions[k]:.4f}", f"{v:+.4f}")
                                                  for k, v in fit.errors.items()])
 

@@ -17,7 +17,7 @@ from moesim.config.sections import Section
 
 __all__ = [
     "MemorySection", "UFSSection", "HTPSection", "ArenaSection", "CPUSection",
-    "NPURuntimeSection", "GPUSection", "GPURuntimeSection",
+    "NPURuntimeSection", "UncertaintySection", "GPUSection", "GPURuntimeSection",
     "MobileNPUProfile", "GPUServerProfile", "HostProfile", "HostMemorySection", "StorageSection",
     "HostCPUSection", "DeviceProfile",
 ]
@@ -111,11 +111,39 @@ class CPUSection(Section):
     prime_clock_GHz: PositiveFloat
     perf_cores_count: int = Field(ge=0)
     perf_clock_GHz: PositiveFloat
-    q4_0_gemm_GFLOPS: PositiveFloat | None = None
+    q4_0_gemm_GFLOPS: PositiveFloat | None = Field(None, description="Q4_0 x activations GEMM rate, all cores")
+    attention_GFLOPS: PositiveFloat | None = Field(
+        None, description="attention's score and value products on the CPU (fp16/fp32, no Q4_0); "
+                          "unset: the GEMM rate")
 
     @property
     def cores(self) -> int:
         return self.prime_cores_count + self.perf_cores_count
+
+
+class UncertaintySection(Section):
+    """What the calibration could not pin down, as ranges that prefill results carry as 90%
+    intervals (docs/background/prefill-model.md, "Prediction intervals")."""
+
+    compute_time_low_ratio: PositiveFloat = Field(
+        description="published / predicted time, lowest over the leave-one-out calibration anchors")
+    compute_time_high_ratio: PositiveFloat = Field(
+        description="published / predicted time, highest over the leave-one-out calibration anchors")
+    ufs_read_bw_low_ratio: PositiveFloat = Field(
+        description="lowest plausible effective UFS read rate, as a fraction of ufs.effective_read_bw_GBps")
+    ufs_read_bw_high_ratio: PositiveFloat = Field(
+        description="highest plausible effective UFS read rate, as a multiple of ufs.effective_read_bw_GBps")
+    runtime_overhead_low_MiB: float = Field(ge=0.0, description="lowest plausible runtime memory overhead")
+    runtime_overhead_high_MiB: float = Field(ge=0.0, description="highest plausible runtime memory overhead")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UncertaintySection:
+        for low, high in (("compute_time_low_ratio", "compute_time_high_ratio"),
+                          ("ufs_read_bw_low_ratio", "ufs_read_bw_high_ratio"),
+                          ("runtime_overhead_low_MiB", "runtime_overhead_high_MiB")):
+            if getattr(self, low) > getattr(self, high):
+                raise ValueError(f"{low} must be <= {high} ({getattr(self, high)}), got {getattr(self, low)}")
+        return self
 
 
 class NPURuntimeSection(Section):
@@ -178,6 +206,7 @@ class MobileNPUProfile(_Profile):
     arena: ArenaSection
     cpu: CPUSection
     runtime: NPURuntimeSection
+    uncertainty: UncertaintySection | None = None
 
     @model_validator(mode="after")
     def _cross(self) -> MobileNPUProfile:
@@ -193,8 +222,11 @@ class MobileNPUProfile(_Profile):
         return self
 
     def sections(self) -> dict[str, Section]:
-        return {"memory": self.memory, "ufs": self.ufs, "htp": self.htp, "arena": self.arena,
-                "cpu": self.cpu, "runtime": self.runtime}
+        out: dict[str, Section] = {"memory": self.memory, "ufs": self.ufs, "htp": self.htp, "arena": self.arena,
+                                   "cpu": self.cpu, "runtime": self.runtime}
+        if self.uncertainty is not None:
+            out["uncertainty"] = self.uncertainty
+        return out
 
 
 class GPUServerProfile(_Profile):

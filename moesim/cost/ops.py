@@ -17,7 +17,7 @@ from moesim.cost.htp import tile_matmul
 from moesim.cost.params import Backend
 from moesim.units import FP16_B, FP32_B
 
-__all__ = ["OpCost", "padded", "matmul", "expert_op", "group_op", "attention_op", "layer_non_ffn",
+__all__ = ["OpCost", "padded", "matmul", "ffn_op", "expert_op", "group_op", "attention_op", "layer_non_ffn",
            "is_attention_layer", "lm_head_op"]
 
 _Q4 = RECIPES["q4_0"]
@@ -58,7 +58,7 @@ def matmul(tokens: int, rows: int, row_len: int, weight_B: float, be: Backend, d
     return OpCost(mat_ns=flops / be.mat_flop_per_ns, vec_ns=weight_B / be.weight_B_per_ns)
 
 
-def _swiglu_ffn(tokens: int, hidden: int, inter: int, weight_B: float, be: Backend, expert: bool = False) -> OpCost:
+def ffn_op(tokens: int, hidden: int, inter: int, weight_B: float, be: Backend, expert: bool = False) -> OpCost:
     """Gate/up, SwiGLU, down for ``tokens`` rows, plus gather and weighted scatter-add."""
     if tokens <= 0:
         return OpCost()
@@ -71,7 +71,7 @@ def _swiglu_ffn(tokens: int, hidden: int, inter: int, weight_B: float, be: Backe
 
 def expert_op(tokens: int, model: ModelSpec, be: Backend) -> OpCost:
     """The fused expert path for one routed expert receiving ``tokens`` tokens (0: skipped)."""
-    return _swiglu_ffn(tokens, model.hidden_size, model.moe.expert_intermediate_size,
+    return ffn_op(tokens, model.hidden_size, model.moe.expert_intermediate_size,
                        model.expert_bytes(_Q4), be, expert=True)
 
 
@@ -126,8 +126,10 @@ def attention_op(model: ModelSpec, n: int, layer: int, be: Backend, past: int = 
     pairs = _causal_pairs(n, be.tile_rows, _is_sliding(model, layer), past)
     products = 2.0 * pairs * att.num_heads * (dqk + dv)
     softmax = pairs * att.num_heads * FP16_B * 2 / be.elem_B_per_ns
-    if be.attention_flop_per_ns is not None:   # flash attention on the vector unit
+    if be.attention_flop_per_ns is not None and be.attention_on_vec:   # flash attention on HVX
         return cost + OpCost(vec_ns=products / be.attention_flop_per_ns + softmax)
+    if be.attention_flop_per_ns is not None:   # its own rate on the matrix engine (the CPU's cores)
+        return cost + OpCost(mat_ns=products / be.attention_flop_per_ns, vec_ns=softmax)
     core = OpCost(mat_ns=products / be.mat_flop_per_ns, vec_ns=softmax)
     return cost + core
 
@@ -152,7 +154,7 @@ def layer_non_ffn(model: ModelSpec, n: int, layer: int, be: Backend, past: int =
     q4 = _Q4.format_of(TensorClass.DENSE_FFN)
     if layer < model.num_dense_layers:
         d = model.dense_intermediate_size or 0
-        ops["dense_ffn"] = _swiglu_ffn(n, h, d, 3 * tensor_bytes(q4, d, h), be)
+        ops["dense_ffn"] = ffn_op(n, h, d, 3 * tensor_bytes(q4, d, h), be)
         return ops
     rows = m.num_routed_experts + (1 if m.shared_expert_gate else 0)
     router_B = rows * h * FP32_B    # FP32 weights: read from DRAM, not dequantised
@@ -164,7 +166,7 @@ def layer_non_ffn(model: ModelSpec, n: int, layer: int, be: Backend, past: int =
         s = model.shared_intermediate_size
         ops["shared_experts"] = OpCost()
         for _ in range(m.num_shared_experts):
-            ops["shared_experts"] = ops["shared_experts"] + _swiglu_ffn(n, h, s, 3 * tensor_bytes(q4, s, h), be)
+            ops["shared_experts"] = ops["shared_experts"] + ffn_op(n, h, s, 3 * tensor_bytes(q4, s, h), be)
     return ops
 
 

@@ -36,7 +36,8 @@ class Backend:
     layer_overhead_ns: float = 0.0  # per layer's non-expert graph (launch, sync, routing read-back)
     overlap: bool = True          # False: one thread does both kinds of work, times add up
     tiles: TilePipeline | None = None  # the HTP: matrix multiplies run the VTCM tile pipeline
-    attention_flop_per_ns: float | None = None  # attention's products on the vector unit (None: mat unit)
+    attention_flop_per_ns: float | None = None  # attention's products at their own rate (None: the mat rate)
+    attention_on_vec: bool = True  # with attention_flop_per_ns: on the vector unit (HVX), else on the mat unit
     mla_absorbed: bool = False    # DeepSeek MLA attends in the latent (absorbed) rather than per head
 
 
@@ -104,6 +105,8 @@ def cpu_backend(p: MobileNPUProfile) -> Backend:
         elem_B_per_ns=p.memory.peak_bw_GBps,
         tile_rows=1,
         call_overhead_ns=0.0,
+        attention_flop_per_ns=p.cpu.attention_GFLOPS,
+        attention_on_vec=False,
     )
 
 

@@ -17,6 +17,7 @@ from moesim.cost.memory import MemoryBreakdown, prefill_memory
 from moesim.cost.ops import OpCost, layer_non_ffn, lm_head_op
 from moesim.cost.params import cpu_backend, npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
+from moesim.cost.uncertainty import memory_interval_gib, time_interval_s
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.policies.prefill.plan import StreamPlan, plan_prefill
@@ -138,7 +139,21 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
     wall = time.perf_counter() - wall0
     metrics.update(_common(run, plan, memory, trace_info, device, events, wall, auto))
     metrics["tokens_per_s"] = run.tokens / metrics["ttft_s"] if metrics["ttft_s"] > 0 else 0.0
+    metrics.update(_intervals(metrics, device, run.tokens))
     return PrefillResult(metrics=PrefillMetrics.model_validate(metrics), spans=sim.recorder.frame())
+
+
+def _intervals(metrics: dict[str, Any], device: MobileNPUProfile, tokens: int) -> dict[str, Any]:
+    """The 90% intervals of the headline numbers (moesim.cost.uncertainty), if the profile has them."""
+    u = device.uncertainty
+    if u is None:
+        return {}
+    t, util = metrics["ttft_s"], metrics["utilization"]
+    compute = util.get("npu", util.get("cpu", 0.0)) * t
+    lo, hi = time_interval_s(t, compute, util.get("ufs", 0.0) * t, u)
+    mem = memory_interval_gib(metrics["peak_memory_gib"], metrics["memory_gib"]["runtime"], u)
+    return {"ttft_s_interval": (lo, hi), "tokens_per_s_interval": (tokens / hi, tokens / lo) if lo > 0 else (0.0, 0.0),
+            "peak_memory_gib_interval": mem}
 
 
 def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,

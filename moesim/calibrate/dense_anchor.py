@@ -1,0 +1,95 @@
+"""An independent anchor for the phone's NPU rates: llama.cpp's HMX prompt processing of a
+dense model on a Snapdragon 8 Elite Gen 5-class phone.
+
+The EStream figures alone cannot pin the HTP's rates down (one TTFT, three soft bubbles).
+llama.cpp's Hexagon backend runs the same formats on the same unit (GGUF Q4_0 weights
+dequantised to fp16 HMX tiles in VTCM, fp32 activations), and its maintainers published a
+prompt-processing curve of a dense model on a v81 phone: Qwen3-4B Q4_0 on a Galaxy S26+,
+``llama-bench`` pp128-pp2048 after the "HMX quantized matmul rework"
+(github.com/ggml-org/llama.cpp/pull/23368; docs/background/phone-figures.md section 2).
+
+:func:`dense_prefill_s` prices that run with moesim's own operator costs (the tile pipeline
+of :mod:`moesim.cost.htp`, attention, norms, the output head for the last token) the way
+``llama-bench`` executes it: the prompt in micro-batches of ``n_ubatch = 512`` tokens, each
+attending to the KV cache of the ones before. Pure; no SimPy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from moesim.config.formats import tensor_bytes
+from moesim.config.model import RECIPES, ModelSpec, TensorClass
+from moesim.cost.ops import OpCost, attention_op, ffn_op, lm_head_op
+from moesim.cost.params import Backend
+from moesim.units import FP32_B
+
+__all__ = ["DenseAnchor", "QWEN3_4B", "LLAMACPP_QWEN3_4B_PP", "dense_prefill_s", "qwen3_4b_prefill_s"]
+
+_SRC = ("llama.cpp PR #23368 (max-krasnyansky): Galaxy S26+ (Hexagon v81), Qwen3-4B Q4_0, HTP0, "
+        "llama-bench after the HMX quantized matmul rework")
+
+#: Qwen3-4B (config.json of Qwen/Qwen3-4B: 36 layers, hidden 2560, 32 query / 8 KV heads of 128,
+#: FFN 9728, vocab 151936, tied embeddings). Dense: the ``moe`` block is a placeholder the
+#: schema requires and :func:`dense_prefill_s` never reads.
+QWEN3_4B = ModelSpec.model_validate({
+    "name": "qwen3-4b", "display_name": "Qwen3-4B (dense)", "hf_repo": "Qwen/Qwen3-4B",
+    "provenance": "config.json of Qwen/Qwen3-4B; dense, used only as the llama.cpp HMX anchor",
+    "num_layers": 36, "hidden_size": 2560, "vocab_size": 151936, "tie_word_embeddings": True,
+    "attention": {"kind": "gqa", "num_heads": 32, "num_kv_heads": 8, "head_dim": 128},
+    "moe": {"num_routed_experts": 2, "top_k": 1, "expert_intermediate_size": 9728},
+    "native_formats": {"default": "BF16"},
+})
+_QWEN3_4B_FFN = 9728
+
+
+@dataclass(frozen=True)
+class DenseAnchor:
+    """A published prompt-processing rate: ``tokens`` prompt tokens at ``tokens_per_s``."""
+
+    name: str
+    tokens: int
+    tokens_per_s: float
+    source: str
+
+    @property
+    def seconds(self) -> float:
+        return self.tokens / self.tokens_per_s
+
+
+#: pp128-pp2048 (pp25, 57.6 tok/s, runs llama.cpp's HVX vector-dot path for batches under 32
+#: rows, not the HMX pipeline, and is left out)
+LLAMACPP_QWEN3_4B_PP = tuple(
+    DenseAnchor(f"estream/anchor-llamacpp-qwen3-4b-pp{n}", n, rate, f"{_SRC}: pp{n} {rate} tok/s")
+    for n, rate in ((128, 473.84), (256, 638.01), (512, 689.97), (1024, 628.46), (2048, 548.57)))
+
+
+def dense_prefill_s(model: ModelSpec, ffn: int, tokens: int, be: Backend, ubatch: int = 512) -> float:
+    """Seconds to prefill ``tokens`` on ``be``: per micro-batch of ``ubatch`` tokens, every
+    layer's attention (over the cached tokens too), dense SwiGLU FFN of width ``ffn``, two
+    norms and the per-layer graph cost; then the output head for the last token.
+
+    >>> from moesim.cost.params import Backend
+    >>> cpu = Backend("cpu", mat_flop_per_ns=500.0, weight_B_per_ns=60.0, elem_B_per_ns=60.0,
+    ...               tile_rows=1, call_overhead_ns=0.0)
+    >>> round(dense_prefill_s(QWEN3_4B, _QWEN3_4B_FFN, 512, cpu), 2)
+    7.61
+    """
+    h = model.hidden_size
+    q4 = RECIPES["q4_0"].format_of(TensorClass.DENSE_FFN)
+    ffn_B = 3 * tensor_bytes(q4, ffn, h)
+    total, past = lm_head_op(model, be).total_ns, 0
+    while past < tokens:
+        n = min(ubatch, tokens - past)
+        norms = OpCost(vec_ns=2 * n * h * FP32_B * 2 / be.elem_B_per_ns)
+        ffn_ns = ffn_op(n, h, ffn, ffn_B, be).total_ns
+        for layer in range(model.num_layers):
+            total += (attention_op(model, n, layer, be, past).total_ns + ffn_ns + norms.total_ns
+                      + be.layer_overhead_ns)
+        past += n
+    return total / 1e9
+
+
+def qwen3_4b_prefill_s(tokens: int, be: Backend) -> float:
+    """:func:`dense_prefill_s` of the anchor model."""
+    return dense_prefill_s(QWEN3_4B, _QWEN3_4B_FFN, tokens, be)

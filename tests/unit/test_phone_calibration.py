@@ -1,0 +1,101 @@
+"""The phone profile's calibration (issue 14): physical bounds, the dense anchor, intervals."""
+
+from __future__ import annotations
+
+import pytest
+
+from moesim.calibrate.dense_anchor import LLAMACPP_QWEN3_4B_PP, qwen3_4b_prefill_s
+from moesim.calibrate.estream import FIT_FIELDS, hard_anchors, with_values
+from moesim.config.catalog import load_model
+from moesim.config.device import MobileNPUProfile
+from moesim.config.prefill import CPUPolicy, PrefillRun
+from moesim.cost.ops import attention_op
+from moesim.cost.params import cpu_backend, npu_backend
+from moesim.cost.uncertainty import time_interval_s
+from moesim.simulate.prefill import mobile_profile, simulate_prefill
+from moesim.traces import bundled_trace_path
+from tests.traces_helpers import needs_shared
+
+
+@pytest.fixture(scope="module")
+def phone() -> MobileNPUProfile:
+    return mobile_profile("sd8-elite-gen5")
+
+
+def _get(p: MobileNPUProfile, dotted: str) -> float:
+    section, field = dotted.split(".")
+    return float(getattr(getattr(p, section), field))
+
+
+def test_fitted_rates_are_inside_their_bounds_and_say_so(phone: MobileNPUProfile) -> None:
+    for dotted, low, high, _ in FIT_FIELDS:
+        value = _get(phone, dotted)
+        assert low * 1.01 < value < high * 0.99, f"{dotted} = {value} sits at a bound of [{low}, {high}]"
+        section, field = dotted.split(".")
+        assert getattr(phone, section).provenance[field].startswith(f"fitted: bounded least squares [{low:g}, ")
+
+
+def test_dense_anchor_reproduced_within_tolerance(phone: MobileNPUProfile) -> None:
+    be = npu_backend(phone)
+    for a in LLAMACPP_QWEN3_4B_PP:
+        assert abs(qwen3_4b_prefill_s(a.tokens, be) / a.seconds - 1) <= 0.10, a.name
+
+
+def test_dense_anchor_is_sensitive_to_every_fitted_rate(phone: MobileNPUProfile) -> None:
+    base = qwen3_4b_prefill_s(2048, npu_backend(phone))
+    for dotted, _, _, _ in FIT_FIELDS:
+        value = _get(phone, dotted)
+        faster = value / 2 if dotted.endswith("overhead_us") else min(value * 2, 1.0 if "ratio" in dotted else 1e9)
+        changed = qwen3_4b_prefill_s(2048, npu_backend(with_values(phone, {dotted: faster})))
+        assert changed < base * 0.999, f"{dotted} does not move the anchor"
+
+
+def test_hard_anchors_are_six_measured_times() -> None:
+    anchors = hard_anchors()
+    assert len(anchors) == 6 and all(a.seconds > 0 for a in anchors)
+    assert len({a.name for a in anchors}) == 6
+
+
+def test_cpu_attention_has_its_own_rate(phone: MobileNPUProfile) -> None:
+    olmoe = load_model("olmoe-1b-7b")
+    slow = attention_op(olmoe, 4096, 0, cpu_backend(phone)).total_ns
+    fast = attention_op(olmoe, 4096, 0, cpu_backend(with_values(phone, {"cpu.attention_GFLOPS": 1000.0}))).total_ns
+    assert fast < slow / 5   # attention dominates a 4K layer on the CPU at the fitted 21.5 GFLOPS
+
+
+def test_intervals_bracket_the_prediction_and_widen_with_io(phone: MobileNPUProfile) -> None:
+    run = PrefillRun(model="olmoe-1b-7b", device="sd8-elite-gen5", tokens=256, trace=str(bundled_trace_path()))
+    m = simulate_prefill(run).metrics
+    assert m.ttft_s_interval is not None and m.tokens_per_s_interval is not None
+    assert m.peak_memory_gib_interval is not None
+    assert m.ttft_s_interval[0] <= m.ttft_s <= m.ttft_s_interval[1]
+    assert m.tokens_per_s_interval[0] <= m.tokens_per_s <= m.tokens_per_s_interval[1]
+    assert m.peak_memory_gib_interval[0] <= m.peak_memory_gib <= m.peak_memory_gib_interval[1]
+    u = phone.uncertainty
+    assert u is not None
+    compute_only = time_interval_s(1.0, 1.0, 0.0, u)
+    io_bound = time_interval_s(1.0, 0.2, 1.0, u)
+    assert compute_only == pytest.approx((u.compute_time_low_ratio, u.compute_time_high_ratio))
+    assert io_bound[1] == pytest.approx(1.0 / u.ufs_read_bw_low_ratio)
+
+
+def test_a_profile_without_uncertainty_gives_no_interval(phone: MobileNPUProfile) -> None:
+    bare = MobileNPUProfile.model_validate({**phone.model_dump(), "uncertainty": None})
+    run = PrefillRun(model="olmoe-1b-7b", device="sd8-elite-gen5", tokens=64, policy=CPUPolicy(),
+                     trace=str(bundled_trace_path()))
+    m = simulate_prefill(run, profile=bare).metrics
+    assert m.ttft_s_interval is None and m.peak_memory_gib_interval is None
+
+
+def test_uncertainty_ranges_must_be_ordered(phone: MobileNPUProfile) -> None:
+    data = phone.model_dump()
+    data["uncertainty"]["ufs_read_bw_low_ratio"] = 2.0
+    with pytest.raises(ValueError, match="ufs_read_bw_low_ratio must be <= ufs_read_bw_high_ratio"):
+        MobileNPUProfile.model_validate(data)
+
+
+@needs_shared
+def test_olmoe_4k_ttft_inside_its_interval(phone: MobileNPUProfile) -> None:
+    run = PrefillRun(model="olmoe-1b-7b", device="sd8-elite-gen5", tokens=4096)
+    low, high = simulate_prefill(run).metrics.ttft_s_interval or (0.0, 0.0)
+    assert low <= 2.12 <= high

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MoesimError", "InputError", "NotFittedError", "format_value"]
+__all__ = ["MoesimError", "InputError", "NotFittedError", "ToolMissingError", "format_value"]
 
 
 def format_value(value: Any, limit: int = 80) -> str:
@@ -65,3 +65,9 @@ class NotFittedError(MoesimError):
             f"{profile}: {field} is marked 'fitted' and has no value yet; "
             "calibrate the profile or set the value with its provenance"
         )
+
+
+class ToolMissingError(MoesimError):
+    """A tool a measurement needs (a compiler, make, the Hexagon toolchain, the emulator) is
+    not installed here, or the sources it builds are absent: the measurement cannot run on
+    this machine, which ``moesim validate`` reports as a skip with this message."""

@@ -26,13 +26,37 @@ from typing import Any
 
 from moesim.errors import InputError
 
-__all__ = ["atomic_path", "write_text_atomic", "write_bytes_atomic", "write_json_atomic"]
+__all__ = ["atomic_path", "write_text_atomic", "write_bytes_atomic", "write_json_atomic", "check_writable"]
 
 _ATTEMPTS = 100
 
 
 def _unwritable(path: Path, exc: OSError) -> InputError:
     return InputError(str(path), f"cannot be written: {exc.strerror or exc}", show_value=False)
+
+
+def check_writable(path: str | Path, flag: str) -> None:
+    """Refuse, before any work, an output path whose file could not be created: a missing or
+    read-only folder, or a folder where the file should be (``flag`` names the option).
+
+    >>> check_writable("/proc/x.json", "-o")
+    Traceback (most recent call last):
+    ...
+    moesim.errors.InputError: -o must name a file in an existing, writable folder, got '/proc/x.json'
+    """
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise InputError(flag, "must name a file, not a folder", str(path))
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK) or (
+            target.exists() and not os.access(target, os.W_OK)) or _is_pseudo_fs(parent):
+        raise InputError(flag, "must name a file in an existing, writable folder", str(path))
+
+
+def _is_pseudo_fs(folder: Path) -> bool:
+    """/proc and /sys accept no new files even for root."""
+    resolved = folder.resolve()
+    return resolved.parts[:2] in (("/", "proc"), ("/", "sys"))
 
 
 def _create_temp(path: Path) -> Path:

@@ -22,6 +22,7 @@ from moesim.config.profiles import profile_hash
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
 from moesim.errors import InputError
+from moesim.limits import check_prompt_tokens
 from moesim.policies.prefill.search import Choice, Config, StoredProfile, build_profile, select, space
 from moesim.simulate.prefill import base_memory, mobile_profile, routing_counts, simulate_routing
 from moesim.traces.sources import prompt_routing
@@ -49,6 +50,7 @@ def prepare(model: str, device: str | MobileNPUProfile, tokens: int, trace: str 
     """Routing, memory and the service-time profile (read from the profile store when a
     profile for the same model, device numbers and routing was stored before)."""
     spec = load_model(model)
+    check_prompt_tokens(tokens, spec.name, spec.num_moe_layers, spec.moe.top_k)
     dev = mobile_profile(device) if isinstance(device, str) else device
     routing, info = prompt_routing(spec, tokens, path=trace, seed=seed)
     counts = routing_counts(routing, spec.moe.num_routed_experts)

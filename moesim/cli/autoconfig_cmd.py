@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 import click
 
-from moesim.cli.output import emit_json, emit_table
+from moesim.cli.output import emit_json, emit_table, writable_path
+from moesim.cli.prefill_cmd import warn_budget_above_device
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.prefill import PREFETCH_POINTS, Prefetch
+from moesim.errors import InputError
 
 __all__ = ["autoconfig"]
 
@@ -22,7 +25,8 @@ __all__ = ["autoconfig"]
 @click.option("--prefetch", type=click.Choice(PREFETCH_POINTS), default="non-ffn",
               show_default=True)
 @click.option("--verify", is_flag=True, help="Also simulate every configuration (exhaustive sweep) and report regret.")
-@click.option("--plot", metavar="PATH", help="Save the TTFT-vs-budget trade-off (.png/.svg/.pdf).")
+@click.option("--plot", metavar="PATH", callback=writable_path,
+              help="Save the TTFT-vs-budget trade-off (.png/.svg/.pdf).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, trace_path: str | None,
                prefetch: str, verify: bool, plot: str | None, as_json: bool) -> None:
@@ -31,6 +35,9 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
     from moesim.units import GiB
 
     gate = cast(Prefetch, prefetch)      # click.Choice admits only PREFETCH_POINTS
+    if not math.isfinite(memory_budget_gib) or memory_budget_gib <= 0:
+        raise InputError("--memory-budget-gib", "must be a finite number > 0", memory_budget_gib)
+    warn_budget_above_device(memory_budget_gib, device, {})
     case = prepare(model, device, tokens, trace_path)
     choice = autoconfigure(case, memory_budget_gib, gate)
     cfg = choice.config

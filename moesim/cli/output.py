@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import click
 
-__all__ = ["emit_json", "json_clean", "render_table", "emit_table", "fmt_num"]
+from moesim.files import check_writable
+
+__all__ = ["emit_json", "json_clean", "render_table", "emit_table", "fmt_num", "writable_path", "describe_routing"]
 
 
 def json_clean(obj: Any) -> Any:
@@ -64,3 +67,33 @@ def _is_num(value: Any) -> bool:
 
 def emit_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     click.echo(render_table(headers, rows))
+
+
+def writable_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback: refuse an output path that cannot be written, before any work starts."""
+    if value is not None:
+        check_writable(value, param.opts[0] if param.opts else str(param.name))
+    return value
+
+
+def describe_routing(trace: dict[str, Any]) -> str:
+    """One line: where the routing came from, real or synthetic (said once), and how it was
+    assembled to the run's length (``repeated`` when the trace had to be cycled).
+
+    >>> describe_routing({"source": "t.jsonl", "synthetic": False, "tokens": 1024, "assembly": {
+    ...     "repeated": True, "pieces": [{"segment": 0, "start": 0, "stop": 512}, {"segment": 0, "start": 0,
+    ...     "stop": 512}]}})
+    'routing: real trace t.jsonl; its 512 tokens repeated to 1,024 (2.0x)'
+    """
+    source = re.sub(r"\s*\(synthetic: (true|false)\)", "", str(trace["source"]))
+    line = f"routing: {'synthetic' if trace.get('synthetic') else 'real'} trace {source}"
+    assembly = trace.get("assembly") or {}
+    if assembly.get("repeated"):
+        covered: dict[Any, set[int]] = {}
+        for piece in assembly.get("pieces", []):
+            covered.setdefault(piece["segment"], set()).update(range(piece["start"], piece["stop"]))
+        unique = sum(len(v) for v in covered.values())
+        n = int(trace.get("tokens") or assembly.get("n_tokens") or 0)
+        if unique and n:
+            line += f"; its {unique:,} tokens repeated to {n:,} ({n / unique:.1f}x)"
+    return line

@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import click
 
-from moesim.cli.output import emit_json, emit_table
+from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.loading import validate_data
 from moesim.config.prefill import POLICY_NAMES, PREFETCH_POINTS, PrefillRun, build_policy
 from moesim.errors import InputError
 from moesim.files import write_json_atomic
 from moesim.results import PrefillMetrics
-from moesim.simulate.prefill import simulate_prefill
+from moesim.simulate.prefill import mobile_profile, simulate_prefill
 
-__all__ = ["prefill", "show_prefill", "parse_overrides"]
+__all__ = ["prefill", "show_prefill", "parse_overrides", "warn_budget_above_device"]
+
+def warn_budget_above_device(budget_GiB: float | None, device: str, overrides: dict[str, float]) -> None:
+    """A budget above the phone's usable memory constrains nothing: say so on stderr."""
+    if budget_GiB is None:
+        return
+    usable = mobile_profile(device, overrides).memory.usable_GiB
+    if budget_GiB > usable:
+        click.echo(f"warning: --memory-budget-gib {budget_GiB:g} exceeds the {usable:g} GiB usable memory of "
+                   f"{device}; the device's memory, not the budget, limits this run", err=True)
+
 
 def parse_overrides(items: tuple[str, ...]) -> dict[str, float]:
     """``("ufs.effective_read_bw_GBps=3.0", ...)`` -> ``{"ufs.effective_read_bw_GBps": 3.0}``."""
@@ -44,7 +54,8 @@ def parse_overrides(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
               help="Override one profile number for a what-if (repeatable), e.g. ufs.effective_read_bw_GBps=3.0")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--timeline", type=click.Path(dir_okay=False), help="Write a Chrome/Perfetto trace-event JSON.")
+@click.option("--timeline", type=click.Path(dir_okay=False), callback=writable_path,
+              help="Write a Chrome/Perfetto trace-event JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy: str, group_size: int | None,
             banks: int | None, queue_depth: int | None, prefetch: str | None, memory_budget_gib: float | None,
@@ -54,6 +65,7 @@ def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy
     run = validate_data(PrefillRun, {"model": model, "device": device, "tokens": tokens, "trace": trace_path,
                                      "policy": build_policy(policy, options), "memory_budget_GiB": memory_budget_gib,
                                      "seed": seed, "overrides": parse_overrides(overrides)})
+    warn_budget_above_device(run.memory_budget_GiB, run.device, run.overrides)
     result = simulate_prefill(run)
     if timeline:
         write_json_atomic(result.to_chrome_trace(), timeline)
@@ -71,7 +83,10 @@ def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
                f"(G={cfg['group_size']}, B={cfg['banks']}, Q={cfg['queue_depth']}, prefetch {cfg['prefetch']})")
     if cfg["overrides"]:
         click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
-    click.echo(f"routing: {tr['source']} ({'synthetic' if tr['synthetic'] else 'real'})")
+    click.echo(describe_routing(tr))
+    if cfg["policy"] in ("estream", "naive", "layer-b2"):
+        click.echo("G = experts per group (one read, one NPU call), B = banks in the arena, Q = reads in flight; "
+                   "bubble = NPU time waiting for experts / expert-phase time")
     def band(key: str, fmt: str) -> str:
         iv = m[f"{key}_interval"]
         return "" if iv is None else f"{iv[0]:{fmt}} - {iv[1]:{fmt}}"

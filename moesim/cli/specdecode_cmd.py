@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from moesim.cli.output import emit_json, emit_table
+from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
 from moesim.cli.prefill_cmd import parse_overrides
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL
 from moesim.config.device import GPUServerProfile
@@ -74,7 +74,8 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
               help="Override one profile number (repeatable), e.g. runtime.per_active_expert_us=20")
 @click.option("--gamma-sweep", metavar="G1,G2,...", help="Run every gamma listed (and every rule unless "
               "--selector is given) and print one row per run.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="With --gamma-sweep: write E and speedup vs gamma.")
+@click.option("--plot", type=click.Path(dir_okay=False), callback=writable_path,
+              help="With --gamma-sweep: write E and speedup vs gamma.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def specdecode(model: str, device: str, trace_path: str | None, selector: str | None, gamma: int, predictor: str,
                depth: int, width: int, draft_routing: str, epsilon: float, t_draft_ms: float | None,
@@ -87,9 +88,9 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
         "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,
         "t_pred_ms": t_pred_ms, "passes": passes, "seed": seed, "overrides": parse_overrides(overrides)})
     profile = gpu_profile(run.device, run.overrides)
-    if plot and not gamma_sweep:
+    if plot and gamma_sweep is None:
         raise InputError("--plot", "needs --gamma-sweep", plot)
-    if gamma_sweep:
+    if gamma_sweep is not None:
         _sweep(run, profile, parse_gammas(gamma_sweep), [selector] if selector else list(SELECTORS), plot, as_json)
         return
     show_specdecode(simulate_specdecode(run).metrics, as_json)
@@ -107,8 +108,7 @@ def show_specdecode(metrics: SpecDecodeMetrics, as_json: bool) -> None:
                f"draft routing {cfg['routing']['kind']}")
     if cfg["overrides"]:
         click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
-    click.echo(f"routing: {tr['source']} ({'synthetic' if tr['synthetic'] else 'real'}), "
-               f"{tr['decode_tokens']:,} decode tokens x {cfg['passes']} passes")
+    click.echo(f"{describe_routing(tr)}, {tr['decode_tokens']:,} decode tokens x {cfg['passes']} passes")
     rows = [(k, fmt.format(m[k])) for k, fmt in _ROWS]
     rows.append(("predictor_accuracy", "-" if m["predictor_accuracy"] is None else f"{m['predictor_accuracy']:.3f}"))
     rows.append(("ar.t_token_s", f"{m['ar']['t_token_s']:.4f}"))

@@ -8,7 +8,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from moesim.cli.output import emit_json, emit_table, fmt_num
+from moesim.cli.output import emit_json, emit_table, fmt_num, writable_path
 from moesim.errors import InputError
 
 __all__ = ["sweep", "plot", "summary_rows"]
@@ -39,7 +39,8 @@ def _short(message: str) -> str:
 
 @click.command()
 @click.argument("grid_file", metavar="GRID.toml", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False), help="Results (.parquet).")
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
+              callback=writable_path, help="Results (.parquet).")
 @click.option("--workers", type=click.IntRange(min=1), help="Local worker processes (1 = this process; "
               "default: the CPU count, at most 8).")
 @click.option("--scheduler", metavar="ADDRESS", help="Run on a dask.distributed cluster, e.g. tcp://host:8786.")
@@ -104,7 +105,8 @@ def _where(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--hue", help="One line (or colour) per value of this column.")
 @click.option("--where", multiple=True, metavar="COLUMN=VALUE", help="Keep only these rows (repeatable).")
 @click.option("--title", help="Plot title.")
-@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False), help=".png, .svg or .pdf")
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
+              callback=writable_path, help=".png, .svg or .pdf")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plot(results: str, kind: str, x: str | None, y: str | None, hue: str | None, where: tuple[str, ...],
          title: str | None, out: str, as_json: bool) -> None:

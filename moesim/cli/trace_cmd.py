@@ -8,7 +8,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from moesim.cli.output import emit_json, emit_table, fmt_num
+from moesim.cli.output import emit_json, emit_table, fmt_num, writable_path
 from moesim.errors import InputError
 from moesim.traces import (
     FORMATS,
@@ -27,7 +27,8 @@ from moesim.traces.trace import PHASE_NAMES, RoutingTrace
 __all__ = ["trace"]
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
-_OUT = click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+_OUT = click.option("-o", "--output", "out", required=True, callback=writable_path,
+                    type=click.Path(dir_okay=False, path_type=Path),
                     help="Trace file to write (.parquet).")
 
 

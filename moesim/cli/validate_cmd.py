@@ -9,6 +9,7 @@ import click
 from moesim.cli.output import emit_json, emit_table
 from moesim.config.catalog import DEFAULT_PHONE_DEVICE
 from moesim.files import write_text_atomic
+from moesim.validate.registry import CaseResult
 
 __all__ = ["validate", "calibrate"]
 
@@ -18,9 +19,12 @@ __all__ = ["validate", "calibrate"]
 @click.option("--report", type=click.Path(dir_okay=False), default="docs/validation.md", show_default=True,
               help="Markdown report written on a full run (when its folder exists).")
 @click.option("--remeasure", is_flag=True, help="Re-run the native measurements (host/ cases) on this machine first.")
+@click.option("--strict", is_flag=True, help="A case that cannot run here (a missing tool) is an error too.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def validate(only: str | None, report: str, remeasure: bool, as_json: bool) -> None:
-    """Run the registered validation cases; exit 1 when any fails."""
+def validate(only: str | None, report: str, remeasure: bool, strict: bool, as_json: bool) -> None:
+    """Run every validation case this machine can run; report the others as skipped with the reason.
+
+    Exit 1 when a case that ran fails (or, with --strict, when one could not run)."""
     from moesim.validate.cases import registry
     from moesim.validate.registry import render_markdown, run_cases
 
@@ -34,14 +38,30 @@ def validate(only: str | None, report: str, remeasure: bool, as_json: bool) -> N
     if as_json:
         emit_json({"cases": [r.to_dict() for r in results]})
     else:
-        rows = [(r.name, r.reference_text, f"{r.predicted:.4g}",
-                 f"{r.error:+.1%}" if r.tolerance_kind != "absolute" else f"{r.error:+.4f}",
-                 "fitted" if r.fitted_to else "held out", "pass" if r.passed else "FAIL") for r in results]
+        rows = [(r.name, r.reference_text, "-" if r.skipped else f"{r.predicted:.4g}",
+                 "" if r.skipped else (f"{r.error:+.1%}" if r.tolerance_kind != "absolute" else f"{r.error:+.4f}"),
+                 "fitted" if r.fitted_to else "held out",
+                 "skipped" if r.skipped else ("pass" if r.passed else "FAIL")) for r in results]
         emit_table(["case", "reference", "predicted", "error", "kind", "result"], rows)
+        for reason, names in _skips(results).items():
+            click.echo(f"skipped {len(names)} case(s) ({_group(names)}): {reason}", err=True)
     if not results:
         raise click.UsageError(f"--only {only!r} matches no validation case")
-    if not all(r.passed for r in results):
+    if any(not r.passed and not r.skipped for r in results) or (strict and any(r.skipped for r in results)):
         raise click.exceptions.Exit(1)
+
+
+def _skips(results: list[CaseResult]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for r in results:
+        if r.skipped:
+            out.setdefault(r.skipped, []).append(r.name)
+    return out
+
+
+def _group(names: list[str]) -> str:
+    prefixes = sorted({n.split("/")[0] + "/" for n in names})
+    return ", ".join(prefixes)
 
 
 @click.group()

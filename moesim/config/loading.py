@@ -102,5 +102,10 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise InputError("path", "must name an existing file", str(path)) from None
     except IsADirectoryError:
         raise InputError("path", "must be a file, not a directory", str(path)) from None
+    except PermissionError:
+        raise InputError("path", "must be readable", str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise InputError("TOML", f"must be UTF-8 text (byte {exc.start} is not)", show_value=False,
+                         source=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError("TOML", f"is malformed ({exc})", show_value=False, source=str(path)) from None

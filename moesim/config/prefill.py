@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveInt
 
 from moesim.config.base import Frozen
 from moesim.errors import InputError
@@ -133,10 +133,10 @@ class PrefillRun(Frozen):
 
     model: str
     device: str
-    tokens: PositiveInt
+    tokens: Annotated[int, Field(gt=0, le=2**31 - 1)]
     policy: PrefillPolicy = Field(default_factory=EStreamPolicy)
-    memory_budget_GiB: PositiveFloat | None = None
+    memory_budget_GiB: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     trace: str | None = Field(None, description="canonical trace file; None = the model's default source")
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")

@@ -118,12 +118,33 @@ def profile_hash(profile: AnyProfile) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+_FLASH_RATES = ("effective_read_bw_GBps", "random_read_bw_512KiB_GBps", "random_read_bw_4KiB_GBps")
+
+
+def _scale_flash(profile: AnyProfile, values: dict[str, float]) -> dict[str, float]:
+    peak = values.get("ufs.peak_read_bw_GBps")
+    if not isinstance(profile, MobileNPUProfile) or peak is None or not peak > 0:
+        return values
+    ratio = peak / profile.ufs.peak_read_bw_GBps
+    scaled = dict(values)
+    for field in _FLASH_RATES:
+        current = getattr(profile.ufs, field)
+        if f"ufs.{field}" not in values and current is not None:
+            scaled[f"ufs.{field}"] = current * ratio
+    return scaled
+
+
 def override_profile(profile: AnyProfile, values: dict[str, float], note: str = "what-if override") -> AnyProfile:
     """A copy of ``profile`` with ``{"section.field": value}`` set and validated again.
 
     Each overridden number gets the provenance ``"assumed: <note>"`` unless a note of kind
     ``fitted`` is already there (calibration trials keep their note).
+
+    One override scales the flash: setting ``ufs.peak_read_bw_GBps`` alone scales every UFS
+    read rate derived from it (effective, random 512 KiB and 4 KiB) by the same ratio, unless
+    those are overridden too (a faster or slower part of the same kind).
     """
+    values = _scale_flash(profile, values)
     data = profile.model_dump(mode="python")
     for dotted, value in values.items():
         section, _, field = dotted.partition(".")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
 
 from moesim.config.base import Frozen
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL
@@ -39,6 +39,15 @@ class DraftTree(Frozen):
 
     depth: Annotated[int, Field(ge=1, le=8)] = 3
     width: Annotated[int, Field(ge=1, le=8)] = 2
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes of the tree, the root included: ``DraftTree(depth=3, width=2).n_nodes == 11``."""
+        total, level = 1, 1
+        for _ in range(self.depth):
+            level = min(self.width, level) * self.width
+            total += level
+        return total
 
 
 class DraftAccuracy(Frozen):
@@ -137,9 +146,16 @@ class SpecDecodeRun(Frozen):
     t_draft_ms: NonNegativeFloat | None = Field(None, description="draft time per step; None = published or estimated")
     t_pred_ms: NonNegativeFloat | None = Field(None, description="predictor time per step; None = 4 ms when used")
     passes: Annotated[int, Field(ge=1, le=100)] = Field(8, description="replays of the whole trace")
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")
+
+    @model_validator(mode="after")
+    def _gamma_fits_tree(self) -> SpecDecodeRun:
+        if self.gamma > self.tree.n_nodes:
+            raise ValueError(f"gamma must be <= the {self.tree.n_nodes} nodes of a {self.tree.depth} x "
+                             f"{self.tree.width} draft tree, got {self.gamma}")
+        return self
 
 
 def parse_predictor(text: str) -> dict[str, object]:

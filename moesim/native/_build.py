@@ -14,13 +14,17 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from moesim.errors import MoesimError
+from moesim.errors import MoesimError, ToolMissingError
 
-__all__ = ["NativeBuildError", "NativeRunError", "repo_root", "native_dir", "build", "run_tool"]
+__all__ = ["NativeBuildError", "NativeToolMissing", "NativeRunError", "repo_root", "native_dir", "build", "run_tool"]
 
 
 class NativeBuildError(MoesimError):
     """The native reference could not be built (no compiler, no make, or a compile error)."""
+
+
+class NativeToolMissing(NativeBuildError, ToolMissingError):
+    """No compiler, no make, or no sources: the reference cannot be built on this machine."""
 
 
 class NativeRunError(MoesimError):
@@ -50,13 +54,13 @@ def build(*, jobs: int = 2) -> Path:
     """
     src = native_dir()
     if not (src / "Makefile").is_file():
-        raise NativeBuildError(f"native CPU reference not found: {src / 'Makefile'} is missing")
+        raise NativeToolMissing(f"native CPU reference not found: {src / 'Makefile'} is missing")
     make = shutil.which("make")
     if make is None:
-        raise NativeBuildError("building native_ref/cpu needs 'make', which is not on PATH")
+        raise NativeToolMissing("building native_ref/cpu needs 'make', which is not on PATH")
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
-        raise NativeBuildError(f"building native_ref/cpu needs a C11 compiler: {cc!r} is not on PATH "
+        raise NativeToolMissing(f"building native_ref/cpu needs a C11 compiler: {cc!r} is not on PATH "
                                "(install gcc or clang, or set CC)")
     proc = subprocess.run([make, "-C", str(src), f"-j{max(1, jobs)}", "--no-print-directory"],
                           capture_output=True, text=True, check=False)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from moesim.errors import InputError, MoesimError
+from moesim.errors import InputError, MoesimError, ToolMissingError
 
 __all__ = ["HexagonToolchainError", "HexagonRunError", "Toolchain", "toolchain", "source_dir", "build",
            "KERNELS", "KernelCase", "CaseRun", "FunctionCount", "parse_shape", "make_case", "run_case",
@@ -41,6 +41,10 @@ _RUN_TIMEOUT_S = 300.0
 
 class HexagonToolchainError(MoesimError):
     """The cross toolchain or the emulator is missing, or the build failed (one line)."""
+
+
+class HexagonToolMissing(HexagonToolchainError, ToolMissingError):
+    """A tool of the cross toolchain or the emulator is not on PATH, or the sources are absent."""
 
 
 class HexagonRunError(MoesimError):
@@ -76,9 +80,9 @@ def toolchain() -> Toolchain:
     paths = {tool: shutil.which(os.environ.get(tool, default)) for tool, default in TOOLS.items()}
     missing = [os.environ.get(t, d) for t, d in TOOLS.items() if paths[t] is None]
     if missing:
-        raise HexagonToolchainError(f"the Hexagon reference needs {', '.join(missing)} on PATH ({_INSTALL})")
+        raise HexagonToolMissing(f"the Hexagon reference needs {', '.join(missing)} on PATH ({_INSTALL})")
     if not (source_dir() / "Makefile").is_file():
-        raise HexagonToolchainError(f"native Hexagon sources not found at {source_dir()} (needs a source checkout)")
+        raise HexagonToolMissing(f"native Hexagon sources not found at {source_dir()} (needs a source checkout)")
     return Toolchain(tuple((t, str(p)) for t, p in paths.items()))
 
 

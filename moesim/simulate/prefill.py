@@ -20,6 +20,7 @@ from moesim.cost.pipeline import service_times
 from moesim.cost.uncertainty import memory_interval_gib, time_interval_s
 from moesim.engine import Sim
 from moesim.errors import InputError
+from moesim.limits import check_prompt_tokens
 from moesim.policies.prefill.plan import StreamPlan, plan_prefill
 from moesim.policies.prefill.search import Choice, build_profile, select
 from moesim.results import PrefillConfig, PrefillMetrics, PrefillResult, run_config
@@ -87,6 +88,7 @@ def simulate_prefill(run: PrefillRun, trace: RoutingTrace | None = None, *,
     ``profile`` replaces ``run.device`` with an in-memory profile (calibration); ``run.overrides``
     apply to either."""
     model = load_model(run.model)
+    check_prompt_tokens(run.tokens, model.name, model.num_moe_layers, model.moe.top_k)
     device = mobile_profile(profile if profile is not None else run.device, run.overrides)
     routing, trace_info = prompt_routing(model, run.tokens, trace=trace, path=run.trace, seed=run.seed)
     return simulate_routing(run, model, device, routing, trace_info)

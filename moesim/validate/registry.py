@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from moesim.errors import ToolMissingError
+
 __all__ = ["Case", "CaseResult", "run_cases", "render_markdown"]
 
 
@@ -44,6 +46,7 @@ class CaseResult:
     unit: str
     low: float = 0.0
     high: float = 0.0
+    skipped: str = ""        # why the case could not run on this machine ("" = it ran)
 
     @property
     def reference_text(self) -> str:
@@ -58,7 +61,7 @@ class CaseResult:
         return {"name": self.name, "reference": ref,
                 "predicted": self.predicted, "error": self.error, "tolerance": self.tolerance,
                 "tolerance_kind": self.tolerance_kind, "passed": self.passed, "fitted_to": self.fitted_to,
-                "unit": self.unit}
+                "unit": self.unit, "skipped": self.skipped or None}
 
 
 def run_cases(cases: list[Case], only: str | None = None) -> list[CaseResult]:
@@ -66,9 +69,15 @@ def run_cases(cases: list[Case], only: str | None = None) -> list[CaseResult]:
     for case in cases:
         if only and only not in case.name:
             continue
-        if case.reference_fn is not None:
-            case = replace(case, reference=case.reference_fn())
-        predicted = case.predict()
+        try:
+            if case.reference_fn is not None:
+                case = replace(case, reference=case.reference_fn())
+            predicted = case.predict()
+        except ToolMissingError as exc:     # cannot run here: a skip with its reason, never a pass
+            results.append(CaseResult(case.name, case.reference, case.source, float("nan"), 0.0, case.tolerance,
+                                      case.tolerance_kind, False, case.fitted_to, case.unit, case.low, case.high,
+                                      skipped=str(exc)))
+            continue
         if case.tolerance_kind == "relative":
             error = predicted / case.reference - 1.0
             passed = abs(error) <= case.tolerance
@@ -92,11 +101,16 @@ def render_markdown(results: list[CaseResult]) -> str:
              "| case | reference | predicted | error | tolerance | fitted | passed | source |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
+        if r.skipped:
+            lines.append(f"| `{r.name}` | {r.reference_text} {r.unit} | skipped | | | {'yes' if r.fitted_to else 'no'} "
+                         f"| skipped: {r.skipped} | {r.source} |")
+            continue
         err = f"{r.error:+.1%}" if r.tolerance_kind == "relative" else f"{r.error:+.4f}"
         tol = {"relative": f"±{r.tolerance:.0%}", "absolute": f"±{r.tolerance:.4f}"}.get(r.tolerance_kind, "in range")
         err = f"{r.error:+.1%} outside" if r.tolerance_kind == "range" and r.error else err
         lines.append(f"| `{r.name}` | {r.reference_text} {r.unit} | {r.predicted:.4g} {r.unit} | {err} | {tol} | "
                      f"{'yes' if r.fitted_to else 'no'} | {'yes' if r.passed else '**no**'} | {r.source} |")
-    passed = sum(r.passed for r in results)
-    lines += ["", f"{passed} of {len(results)} cases pass."]
+    passed, skipped = sum(r.passed for r in results), sum(bool(r.skipped) for r in results)
+    lines += ["", f"{passed} of {len(results) - skipped} cases that ran pass"
+              + (f"; {skipped} could not run on this machine." if skipped else ".")]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,99 @@
+"""Issue 17: every bad input ends in one line naming the field, the rule and the value, exit 2,
+before any work starts or any file is written; a missing tool is a skip, never a pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from moesim.config.catalog import load_model
+from moesim.errors import InputError
+from moesim.files import check_writable
+from moesim.limits import check_prompt_tokens, max_prompt_tokens
+
+BAD = [
+    (("prefill", "--tokens", "64", "--memory-budget-gib", "inf"), "memory_budget_GiB must be a finite number"),
+    (("prefill", "--tokens", "64", "--memory-budget-gib", "nan"), "memory_budget_GiB must be a finite number"),
+    (("prefill", "--tokens", "64", "--seed", "-1"), "seed must be greater than or equal to 0"),
+    (("prefill", "--tokens", "99999999999999999999999"), "tokens must be less than or equal to 2147483647"),
+    (("prefill", "--tokens", "2000000000"), "on this machine"),
+    (("prefill", "--tokens", "64", "--timeline", "/proc/x.json"), "--timeline must name a file in an existing"),
+    (("prefill", "--tokens", "64", "--timeline", "/no/such/dir/t.json"), "--timeline must name a file"),
+    (("autoconfig", "--tokens", "64", "--memory-budget-gib", "inf"), "--memory-budget-gib must be a finite"),
+    (("autoconfig", "--tokens", "64", "--memory-budget-gib", "-1"), "--memory-budget-gib must be a finite"),
+    (("autoconfig", "--tokens", "2000000000", "--memory-budget-gib", "1"), "on this machine"),
+    (("autoconfig", "--tokens", "64", "--memory-budget-gib", "1", "--plot", "/proc/x.png"), "--plot must name"),
+    (("specdecode", "--gamma", "20"), "gamma must be <= the 11 nodes of a 3 x 2 draft tree"),
+    (("specdecode", "--seed", "-1"), "seed must be greater than or equal to 0"),
+    (("specdecode", "--gamma-sweep", ""), "--gamma-sweep must be comma-separated integers"),
+    (("sweep", "grid.toml", "-o", "/proc/x.parquet"), "-o must name a file"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_input_is_one_line_exit_2(run_cli, args: tuple[str, ...], message: str) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(*args)
+    assert res.code == 2, res.err
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("moesim: error: ") and message in lines[0], res.err
+    assert "Traceback" not in res.err and res.out == ""
+
+
+@pytest.mark.parametrize("command", ["prefill", "sweep"])
+def test_binary_toml_is_refused(run_cli, tmp_path: Path, command: str) -> None:  # type: ignore[no-untyped-def]
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"\x00\x01\xff\xfe not text")
+    args = ("prefill", "--tokens", "64", "--device", str(binary)) if command == "prefill" else (
+        "sweep", str(binary), "-o", str(tmp_path / "o.parquet"))
+    res = run_cli(*args)
+    assert res.code == 2 and "TOML must be UTF-8 text" in res.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin.toml"]   # nothing written
+
+
+def test_budget_above_device_memory_warns(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("prefill", "--tokens", "64", "--memory-budget-gib", "100", "--policy", "cpu")
+    assert res.code == 0
+    assert "warning: --memory-budget-gib 100 exceeds the 15.1 GiB usable memory of sd8-elite-gen5" in res.err
+
+
+def test_one_override_scales_the_flash(run_cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    base = json.loads(run_cli("prefill", "--tokens", "64", "--policy", "naive", "--json").out)
+    fast = json.loads(run_cli("prefill", "--tokens", "64", "--policy", "naive", "--json",
+                              "--set", "ufs.peak_read_bw_GBps=8.6").out)
+    assert fast["ttft_s"] < base["ttft_s"] * 0.75      # the effective rate doubled with the peak
+    assert fast["config"]["overrides"] == {"ufs.peak_read_bw_GBps": 8.6}
+
+
+def test_prompt_limit_scales_with_the_model_and_memory() -> None:
+    assert max_prompt_tokens(16, 8, 16 << 30) == 2 * max_prompt_tokens(32, 8, 16 << 30)
+    model = load_model("olmoe-1b-7b")
+    with pytest.raises(InputError, match="tokens must be <= .* for olmoe-1b-7b on this machine"):
+        check_prompt_tokens(10**12, model.name, model.num_moe_layers, model.moe.top_k)
+
+
+def test_check_writable_accepts_a_new_file_and_refuses_a_folder(tmp_path: Path) -> None:
+    check_writable(tmp_path / "new.json", "-o")
+    with pytest.raises(InputError, match="must name a file, not a folder"):
+        check_writable(tmp_path, "-o")
+
+
+def test_validate_skips_what_this_machine_cannot_run(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    import moesim.native.hexagon as hexagon
+    import moesim.validate.hexagon as vh
+
+    monkeypatch.setattr(hexagon.shutil, "which", lambda name: None)   # no toolchain on PATH
+    vh._session.cache_clear()
+    vh._packets.cache_clear()
+    res = run_cli("validate", "--only", "hexagon/wrong-kernel", "--json")
+    assert res.code == 0, res.err
+    import json
+
+    (case,) = json.loads(res.out)["cases"]
+    assert case["skipped"].startswith("the Hexagon reference needs") and case["passed"] is False
+    strict = run_cli("validate", "--only", "hexagon/wrong-kernel", "--strict")
+    assert strict.code == 1 and "skipped 1 case(s) (hexagon/)" in strict.err
+    vh._session.cache_clear()
+    vh._packets.cache_clear()

@@ -14,6 +14,7 @@ import click
 from moesim._version import __version__
 from moesim.cli.autoconfig_cmd import autoconfig
 from moesim.cli.catalog_cmd import devices, models
+from moesim.cli.compare_cmd import compare
 from moesim.cli.prefill_cmd import prefill
 from moesim.cli.rerun_cmd import rerun
 from moesim.cli.specdecode_cmd import specdecode
@@ -37,6 +38,7 @@ def cli(debug: bool) -> None:
 cli.add_command(models)
 cli.add_command(devices)
 cli.add_command(prefill)
+cli.add_command(compare)
 cli.add_command(rerun)
 cli.add_command(autoconfig)
 cli.add_command(specdecode)

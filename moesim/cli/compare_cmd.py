@@ -1,0 +1,84 @@
+"""``moesim compare``: every prefill policy side by side for one model and device."""
+
+from __future__ import annotations
+
+import click
+
+from moesim.cli.output import emit_json, emit_table, writable_path
+from moesim.cli.prefill_cmd import parse_overrides, warn_budget_above_device
+from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
+from moesim.config.prefill import POLICY_NAMES
+from moesim.errors import InputError
+
+__all__ = ["compare"]
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise InputError(flag, "must be comma-separated integers >= 1", text)
+    return values
+
+
+def _names(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise InputError("--policies", f"must list policies among {', '.join(POLICY_NAMES)}", text)
+    return names
+
+
+@click.command()
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, metavar="NAME|PATH")
+@click.option("--device", default=DEFAULT_PHONE_DEVICE, show_default=True, metavar="NAME|PATH")
+@click.option("--tokens", default="1024", show_default=True, metavar="N1,N2,...", help="Prompt lengths.")
+@click.option("--policies", metavar="P1,P2,...", help=f"Policies to compare [default: all: {', '.join(POLICY_NAMES)}]")
+@click.option("--baseline", default="resident", show_default=True,
+              help="The policy the speedup and memory ratio are taken against.")
+@click.option("--memory-budget-gib", type=float, help="Peak-memory budget for every policy.")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE", help="Profile what-if (repeatable).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--plot", type=click.Path(dir_okay=False), callback=writable_path,
+              help="Draw the latency-memory plane (.png/.svg/.pdf; log axes, lower left is better).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def compare(model: str, device: str, tokens: str, policies: str | None, baseline: str,
+            memory_budget_gib: float | None, overrides: tuple[str, ...], seed: int, plot: str | None,
+            as_json: bool) -> None:
+    """Compare prefill policies (EStream and the baselines) in one table: TTFT, tokens/s, peak
+    memory, bubble, and speedup and memory ratio against --baseline (above 1 = better)."""
+    from moesim.plotting import check_figure_path
+    from moesim.report.compare import compare_policies, plot_plane
+
+    lengths, chosen, what_if = _ints(tokens, "--tokens"), _names(policies), parse_overrides(overrides)
+    if plot:
+        check_figure_path(plot, "--plot")
+    warn_budget_above_device(memory_budget_gib, device, what_if)
+    rows = compare_policies(model, device, lengths, chosen, baseline, memory_budget_gib, what_if, seed)
+    if plot:
+        plot_plane(rows, plot, f"{model} on {device}")
+    if as_json:
+        emit_json({"model": model, "device": device, "baseline": baseline, "rows": rows})
+        return
+    click.echo(f"{model} on {device}; speedup and memory ratio against {baseline} (above 1 = better); "
+               "[90% interval]")
+    table = []
+    for r in rows:
+        if r["error"]:
+            table.append((r["tokens"], r["policy"], "-", "-", "-", "-", "-", "-", "-", "cannot run: " + r["error"]))
+            continue
+        lo, hi = r["ttft_s_interval"] or (r["ttft_s"], r["ttft_s"])
+        cfg = r["config"]
+        table.append((r["tokens"], r["policy"], f"{r['ttft_s']:.3f} [{lo:.3f}, {hi:.3f}]", f"{r['tokens_per_s']:.0f}",
+                      f"{r['peak_memory_gib']:.2f}", f"{r['bubble_share']:.3f}",
+                      "-" if r["speedup"] is None else f"{r['speedup']:.2f}x",
+                      "-" if r["memory_ratio"] is None else f"{r['memory_ratio']:.2f}x",
+                      f"G={cfg['group_size']} B={cfg['banks']} Q={cfg['queue_depth']}",
+                      r["bound"] + ("" if cfg["fits_device_memory"] else "; exceeds device memory")))
+    emit_table(["tokens", "policy", "ttft_s [90%]", "tok/s", "peak_gib", "bubble", "speedup", "mem_ratio", "config",
+                "bound"], table)
+    if plot:
+        click.echo(f"wrote {plot}")

@@ -1,0 +1,104 @@
+"""Every prefill policy side by side for one model and device (``moesim compare``).
+
+One row per (prompt length, policy): TTFT, tokens/s and peak memory with their 90%
+intervals, the bubble share, what bounds the run, and the speedup and memory ratio against
+a chosen baseline policy at the same prompt length (``baseline TTFT / TTFT`` and
+``baseline memory / memory``: above 1 is better than the baseline). A policy that cannot
+run (it does not fit a budget) is a row with its one-line reason. :func:`plot_plane` draws
+the latency-memory plane (log axes; lower left is better), the view of the EStream paper's
+Figure 7.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from moesim.config.prefill import POLICY_NAMES, PrefillRun, build_policy
+from moesim.errors import InputError, MoesimError
+from moesim.plotting import pyplot, save_figure
+from moesim.simulate.prefill import simulate_prefill
+
+__all__ = ["COLUMNS", "compare_policies", "plot_plane"]
+
+COLUMNS = ("tokens", "policy", "ttft_s", "ttft_s_interval", "tokens_per_s", "peak_memory_gib",
+           "peak_memory_gib_interval", "bubble_share", "bound", "speedup", "memory_ratio", "config", "error")
+
+
+def _bound(m: dict[str, Any]) -> str:
+    util = m["utilization"]
+    compute = util.get("npu", util.get("cpu", 0.0))
+    if m["bubble_share_total"] > 0.5:
+        return f"UFS ({util.get('ufs', 0.0):.0%} busy)"
+    if m["bubble_share_total"] > 0.1:
+        return f"mixed (compute {compute:.0%}, UFS {util.get('ufs', 0.0):.0%})"
+    return f"compute ({compute:.0%} busy)"
+
+
+def _row(run: PrefillRun) -> dict[str, Any]:
+    try:
+        m = simulate_prefill(run).to_dict()
+    except MoesimError as exc:
+        return {"tokens": run.tokens, "policy": run.policy.kind, "error": str(exc)}
+    cfg = m["config"]
+    return {"tokens": run.tokens, "policy": run.policy.kind, "ttft_s": m["ttft_s"],
+            "ttft_s_interval": m["ttft_s_interval"], "tokens_per_s": m["tokens_per_s"],
+            "peak_memory_gib": m["peak_memory_gib"], "peak_memory_gib_interval": m["peak_memory_gib_interval"],
+            "bubble_share": m["bubble_share"], "bound": _bound(m),
+            "config": {"group_size": cfg["group_size"], "banks": cfg["banks"], "queue_depth": cfg["queue_depth"],
+                       "fits_device_memory": m["fits_device_memory"], "trace": cfg["trace"]["source"],
+                       "synthetic": cfg["trace"]["synthetic"]}, "error": None}
+
+
+def compare_policies(model: str, device: str, tokens: Sequence[int], policies: Sequence[str] | None = None,
+                     baseline: str = "resident", memory_budget_GiB: float | None = None,
+                     overrides: dict[str, float] | None = None, seed: int = 0) -> list[dict[str, Any]]:
+    """Rows of every (prompt length, policy); ``baseline`` must be one of ``policies``."""
+    chosen = list(policies or POLICY_NAMES)
+    for name in chosen:
+        if name not in POLICY_NAMES:
+            raise InputError("--policies", f"must be among {', '.join(POLICY_NAMES)}", name)
+    if baseline not in chosen:
+        raise InputError("--baseline", f"must be one of the compared policies ({', '.join(chosen)})", baseline)
+    rows = []
+    for n in tokens:
+        runs = [PrefillRun.model_validate({"model": model, "device": device, "tokens": n, "seed": seed,
+                                           "policy": build_policy(p, {}), "memory_budget_GiB": memory_budget_GiB,
+                                           "overrides": overrides or {}}) for p in chosen]
+        block = [_row(r) for r in runs]
+        base = next(r for r in block if r["policy"] == baseline)
+        for r in block:
+            ok = r["error"] is None and base["error"] is None
+            r["speedup"] = base["ttft_s"] / r["ttft_s"] if ok and r["ttft_s"] > 0 else None
+            r["memory_ratio"] = base["peak_memory_gib"] / r["peak_memory_gib"] if ok else None
+        rows += block
+    return rows
+
+
+def plot_plane(rows: list[dict[str, Any]], path: str | Path, title: str) -> Path:
+    """TTFT against peak memory, one marker per policy, one colour per prompt length, with the
+    90% intervals as error bars; log axes."""
+    plt = pyplot("--plot", path)
+    fig, ax = plt.subplots(figsize=(7.0, 5.0))
+    lengths = sorted({r["tokens"] for r in rows})
+    markers = dict(zip(POLICY_NAMES, "osD^vP"))
+    colours = plt.get_cmap("viridis")
+    for i, n in enumerate(lengths):
+        colour = colours(i / max(len(lengths) - 1, 1))
+        for r in (r for r in rows if r["tokens"] == n and r.get("error") is None):
+            t_lo, t_hi = r["ttft_s_interval"] or (r["ttft_s"], r["ttft_s"])
+            m_lo, m_hi = r["peak_memory_gib_interval"] or (r["peak_memory_gib"], r["peak_memory_gib"])
+            ax.errorbar(r["peak_memory_gib"], r["ttft_s"],
+                        xerr=[[r["peak_memory_gib"] - m_lo], [m_hi - r["peak_memory_gib"]]],
+                        yerr=[[r["ttft_s"] - t_lo], [t_hi - r["ttft_s"]]], fmt=markers.get(r["policy"], "o"),
+                        color=colour, capsize=2, label=f"{r['policy']}, {n} tokens")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("peak memory (GiB)")
+    ax.set_ylabel("TTFT (s)")
+    ax.set_title(title + " (lower left is better)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return save_figure(fig, path)

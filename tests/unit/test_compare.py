@@ -1,0 +1,61 @@
+"""moesim compare: every policy side by side, speedup and memory ratio against a baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def test_compare_json_has_every_policy_and_ratios_against_the_baseline(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("compare", "--tokens", "64,128", "--policies", "estream,resident,naive", "--json")
+    assert res.code == 0, res.err
+    out = json.loads(res.out)
+    rows = out["rows"]
+    assert [(r["tokens"], r["policy"]) for r in rows] == [
+        (n, p) for n in (64, 128) for p in ("estream", "resident", "naive")]
+    for r in rows:
+        base = next(b for b in rows if b["tokens"] == r["tokens"] and b["policy"] == "resident")
+        assert abs(r["speedup"] - base["ttft_s"] / r["ttft_s"]) < 1e-12
+        assert abs(r["memory_ratio"] - base["peak_memory_gib"] / r["peak_memory_gib"]) < 1e-12
+        lo, hi = r["ttft_s_interval"]
+        assert lo <= r["ttft_s"] <= hi
+    resident = [r for r in rows if r["policy"] == "resident"]
+    assert all(r["speedup"] == 1.0 and r["memory_ratio"] == 1.0 for r in resident)
+    assert all(r["memory_ratio"] > 1 for r in rows if r["policy"] == "naive")   # streaming saves memory
+
+
+def test_compare_budget_makes_a_row_with_its_reason(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("compare", "--tokens", "64", "--policies", "estream,naive,resident", "--baseline", "naive",
+                  "--memory-budget-gib", "1.0", "--json")
+    rows = {r["policy"]: r for r in json.loads(res.out)["rows"]}
+    assert res.code == 0 and "memory_budget_GiB" in rows["resident"]["error"]
+    assert rows["resident"]["speedup"] is None and rows["estream"]["speedup"] > 0
+
+
+def test_compare_bad_baseline_and_plot(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("compare", "--policies", "estream,naive", "--baseline", "resident")
+    assert res.code == 2 and "--baseline must be one of the compared policies" in res.err
+    res = run_cli("compare", "--policies", "estream,warp")
+    assert res.code == 2 and "--policies must be among" in res.err
+    res = run_cli("compare", "--tokens", "64,x")
+    assert res.code == 2 and "--tokens must be comma-separated integers" in res.err
+    res = run_cli("compare", "--plot", str(tmp_path / "plane.txt"))
+    assert res.code == 2 and "--plot must end in" in res.err
+
+
+def test_compare_draws_the_plane(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "plane.png"
+    res = run_cli("compare", "--tokens", "64", "--policies", "estream,resident", "--plot", str(out))
+    assert res.code == 0 and out.stat().st_size > 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plane.png"]
+
+
+def test_compare_python_api_matches_prefill() -> None:
+    from moesim.config.prefill import PrefillRun
+    from moesim.report.compare import compare_policies
+    from moesim.simulate.prefill import simulate_prefill
+
+    rows = compare_policies("olmoe-1b-7b", "sd8-elite-gen5", [64], ["naive", "resident"])
+    run = PrefillRun.model_validate({"model": "olmoe-1b-7b", "device": "sd8-elite-gen5", "tokens": 64,
+                                     "policy": {"kind": "naive"}})
+    assert rows[0]["ttft_s"] == simulate_prefill(run).ttft_s

@@ -139,7 +139,8 @@ def info_cmd(path: Path, as_json: bool) -> None:
 @trace.command("assemble")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--tokens", required=True, type=int, help="Prompt length N.")
-@click.option("--start-segment", default=0, show_default=True, help="First segment to draw from.")
+@click.option("--start-segment", type=click.IntRange(min=0), default=0, show_default=True,
+              help="First segment to draw from.")
 @click.option("--allow-repeat", is_flag=True, help="Cycle the trace when it is shorter than N.")
 @_OUT
 @_JSON

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
+from moesim.config.base import Frozen
 from moesim.config.device import DeviceProfile, GPUServerProfile, HostProfile, MobileNPUProfile
 from moesim.config.loading import read_toml, validate_union
 from moesim.errors import InputError
@@ -44,6 +45,21 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _check_sections(data: dict[str, Any], source: str) -> None:
+    """An unknown ``[section]`` is named as such (before its numbers are checked for units)."""
+    kinds: dict[str, type[Frozen]] = {"mobile-npu": MobileNPUProfile, "gpu-server": GPUServerProfile,
+                                      "host": HostProfile}
+    cls = kinds.get(str(data.get("kind")))
+    if cls is None:
+        return
+    for key, value in data.items():
+        if isinstance(value, dict) and key not in cls.model_fields:
+            known = ", ".join(k for k, f in cls.model_fields.items() if k not in ("name", "kind", "display_name",
+                                                                                  "description"))
+            raise InputError(f"[{key}]", f"is not a section of a {data['kind']} profile (sections: {known})",
+                             show_value=False, source=source)
+
+
 def _check_units(data: dict[str, Any], source: str, prefix: str = "") -> None:
     for key, value in data.items():
         path = f"{prefix}{key}"
@@ -60,6 +76,7 @@ def _check_units(data: dict[str, Any], source: str, prefix: str = "") -> None:
 
 def _read(path: Path) -> AnyProfile:
     data = read_toml(path)
+    _check_sections(data, str(path))
     _check_units(data, str(path))
     if "kind" not in data:
         raise InputError("kind", "is required (\"mobile-npu\", \"gpu-server\" or \"host\")", show_value=False,

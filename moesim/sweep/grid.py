@@ -21,7 +21,7 @@ from moesim.config.base import Frozen
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL, DEFAULT_MODEL, DEFAULT_PHONE_DEVICE, load_model
 from moesim.config.loading import read_toml, validate_data
 from moesim.config.prefill import PolicyName, Prefetch, policy_options
-from moesim.config.profiles import load_profile
+from moesim.config.profiles import load_profile, override_profile
 from moesim.config.specdecode import Selector
 from moesim.errors import InputError
 
@@ -170,6 +170,13 @@ def parse_grid(data: dict[str, Any], source: str = "grid") -> Grid:
             raise InputError(f"axes.{name}", "must be a list of values", values, source=source)
         if not values:
             raise InputError(f"axes.{name}", "must be a non-empty list", values, source=source)
+    _no_booleans(fixed, axes, source)
+    for name, values in {**axes, **axes_over}.items():
+        seen = [json.dumps(v, sort_keys=True) for v in values]
+        dup = next((v for i, v in enumerate(values) if seen[i] in seen[:i]), None)
+        if len(set(seen)) != len(seen):
+            raise InputError(f"axes.{name}", "must not list a value twice (every point would run twice)", dup,
+                             source=source)
     both = sorted((set(fixed) | set(fixed_over)) & (set(axes) | set(axes_over)))
     if both:
         raise InputError(both[0], "is both in [fixed] and in [axes]", show_value=False, source=source)
@@ -184,9 +191,43 @@ def parse_grid(data: dict[str, Any], source: str = "grid") -> Grid:
     for index, combo in enumerate(itertools.product(*all_axes.values())):
         params = {**all_fixed, **dict(zip(names, combo))}
         points.append(Point(index, _point_id({"workload": workload, **params}), params))
+    _check_overrides(workload, points, source)
     digest = json.dumps({"workload": workload, "points": [p.params for p in points]}, sort_keys=True)
     return Grid(workload, source, all_fixed, all_axes, tuple(points),
                 hashlib.sha256(digest.encode()).hexdigest()[:16])
+
+
+def _no_booleans(fixed: dict[str, Any], axes: dict[str, Any], source: str) -> None:
+    """TOML ``true`` is not a count: pydantic's lax mode would read it as 1."""
+    for name, value in fixed.items():
+        if isinstance(value, bool):
+            raise InputError(f"fixed.{name}", "must be a number or a name, not a boolean", value, source=source)
+    for name, values in axes.items():
+        for i, value in enumerate(values if isinstance(values, list) else []):
+            if isinstance(value, bool):
+                raise InputError(f"axes.{name}[{i}]", "must be a number or a name, not a boolean", value,
+                                 source=source)
+
+
+def _check_overrides(workload: str, points: list[Point], source: str) -> None:
+    """Every point's device overrides must give a valid profile: checked before any point runs
+    (an invalid combination used to abort a sweep half-way and leave its parts behind)."""
+    default = WORKLOADS[workload].model_fields["device"].default
+    seen: set[str] = set()
+    for point in points:
+        overrides = {k: v for k, v in point.params.items() if "." in k}
+        if not overrides:
+            continue
+        device = point.params.get("device", default)
+        key = json.dumps([device, overrides], sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            override_profile(load_profile(device), {k: float(v) for k, v in overrides.items()})
+        except InputError as exc:
+            raise InputError(f"point {point.index}", f"has device overrides that make an invalid profile ({exc})",
+                             show_value=False, source=source) from None
 
 
 def _values(name: str, fixed: dict[str, Any], axes: dict[str, list[Any]], default: Any) -> list[Any]:

@@ -64,10 +64,12 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
         row.update({"status": "ok", "error": None})
         row.update(flatten_metrics(metrics))
     except InputError as exc:
-        row.update({"status": "error", "error": str(exc),
-                    "config.moesim_version": __version__,
-                    "config.profile_hash": profile_hash(_profile(plain.get("device", _default_device(task)),
-                                                                    overrides))})
+        try:
+            digest: str | None = profile_hash(_profile(plain.get("device", _default_device(task)), overrides))
+        except InputError:     # the overrides themselves are invalid: the row says why, no hash
+            digest = None
+        row.update({"status": "error", "error": str(exc), "config.moesim_version": __version__,
+                    "config.profile_hash": digest})
     row["point.wall_s"] = time.perf_counter() - wall0
     return row
 

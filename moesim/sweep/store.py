@@ -43,9 +43,22 @@ class PartStore:
         self.dir = parts_dir(out)
         self.grid = grid
 
+    def _refuse_other_grid_results(self) -> None:
+        """An existing output of a *different* grid is not overwritten (the same grid's is)."""
+        if not self.out.exists():
+            return
+        try:
+            hashes = pd.read_parquet(self.out, columns=["grid.hash"])["grid.hash"].dropna().unique().tolist()
+        except Exception:          # not a sweep's Parquet (or unreadable): not ours to overwrite
+            hashes = ["?"]
+        if hashes and hashes != [self.grid.hash]:
+            raise InputError("-o", f"holds the results of another grid (grid.hash {hashes[0]}, this grid "
+                             f"{self.grid.hash}); choose another file or delete it first", str(self.out))
+
     def open(self, resume: bool) -> set[int]:
         """Create (or, with ``resume``, reopen) the folder; return the indices already done."""
         manifest = self.dir / _MANIFEST
+        self._refuse_other_grid_results()
         if self.dir.exists() and not resume:
             raise InputError("--resume", f"is needed: {self.dir} holds parts of an unfinished sweep "
                              "(resume it, or delete the folder to start again)", show_value=False)

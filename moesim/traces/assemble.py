@@ -37,7 +37,8 @@ def _pieces(trace: RoutingTrace, n_tokens: int, start_segment: int, allow_repeat
     total = sum(b - a for _, a, b in seq)
     if total < n_tokens and not allow_repeat:
         raise InputError("n_tokens", f"must be <= the {total} sequential tokens of the trace "
-                         "(pass allow_repeat to cycle them)", n_tokens, source=trace.meta.source)
+                         "(--allow-repeat, or allow_repeat=True from Python, cycles them)", n_tokens,
+                         source=trace.meta.source)
     pieces, need, j = [], n_tokens, 0
     while need:
         i, a, b = seq[j % len(seq)]

@@ -97,3 +97,78 @@ def test_validate_skips_what_this_machine_cannot_run(run_cli, monkeypatch: pytes
     assert strict.code == 1 and "skipped 1 case(s) (hexagon/)" in strict.err
     vh._session.cache_clear()
     vh._packets.cache_clear()
+
+
+def _grid(tmp_path: Path, axes: str, fixed: str = 'workload = "prefill"\nmodel = "olmoe-1b-7b"\n') -> Path:
+    path = tmp_path / "grid.toml"
+    path.write_text(f"[fixed]\n{fixed}\n[axes]\n{axes}\n")
+    return path
+
+
+@pytest.mark.parametrize(("axes", "message"), [
+    ("tokens = [true]", "axes.tokens[0] must be a number or a name, not a boolean"),
+    ("tokens = [64, 64]", "axes.tokens must not list a value twice"),
+    ("ufs.effective_read_bw_GBps = [1.0, 9.0]", "has device overrides that make an invalid profile"),
+])
+def test_bad_grids_fail_before_any_point_runs(run_cli, tmp_path: Path, axes: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("sweep", str(_grid(tmp_path, axes)), "-o", str(tmp_path / "out.parquet"), "--workers", "1")
+    assert res.code == 2 and message in res.err, res.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml"]     # no parts, no output
+
+
+def test_sweep_refuses_to_overwrite_another_grids_results(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = str(tmp_path / "out.parquet")
+    first = _grid(tmp_path, "tokens = [64]\npolicy = [\"naive\"]")
+    assert run_cli("sweep", str(first), "-o", out, "--workers", "1", "--quiet").code == 0
+    assert run_cli("sweep", str(first), "-o", out, "--workers", "1", "--quiet").code == 0   # the same grid: fine
+    second = _grid(tmp_path, "tokens = [128]\npolicy = [\"naive\"]")
+    res = run_cli("sweep", str(second), "-o", out, "--workers", "1", "--quiet")
+    assert res.code == 2 and "-o holds the results of another grid" in res.err
+    assert oct((tmp_path / "out.parquet").stat().st_mode & 0o777) == "0o644"
+
+
+def _nvmoe_line(layer0: int = 0) -> str:
+    import json
+
+    pairs = [[layer, e] for layer in range(16) for e in range(8)]
+    pairs[0][0] = layer0
+    return json.dumps(pairs)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (_nvmoe_line(99) + "\n", "layer must be MoE layers 0..15 (llama.cpp numbering), got 99"),
+    ("[[" + "9" * 5000 + ", 1]]\n", "line must be JSON a parser can hold (ValueError"),
+    ("[" * 100_000 + "]" * 100_000 + "\n", "line must be JSON a parser can hold (RecursionError"),
+])
+def test_malformed_nvmoe_lines(run_cli, tmp_path: Path, text: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "t.jsonl"
+    src.write_text(text)
+    res = run_cli("trace", "import", "--format", "nvmoe", "--model", "olmoe-1b-7b", str(src), "-o",
+                  str(tmp_path / "t.parquet"))
+    assert res.code == 2 and message in res.err and len(res.err.strip().splitlines()) == 1, res.err
+    assert not (tmp_path / "t.parquet").exists()
+
+
+def test_blank_nvmoe_lines_are_counted(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "t.jsonl"
+    src.write_text(_nvmoe_line() + "\n\n\n" + _nvmoe_line() + "\n")
+    res = run_cli("trace", "import", "--format", "nvmoe", "--model", "olmoe-1b-7b", str(src), "-o",
+                  str(tmp_path / "t.parquet"), "--json")
+    import json
+
+    assert res.code == 0 and json.loads(res.out)["import_report"]["dropped"]["blank lines (skipped)"] == 2
+
+
+def test_unknown_profile_section_is_named(run_cli, tmp_path: Path, phone_profile_text: str) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "p.toml"
+    path.write_text(phone_profile_text + "\n[foo]\nbar = 1\n")
+    res = run_cli("prefill", "--tokens", "64", "--device", str(path))
+    assert res.code == 2 and "[foo] is not a section of a mobile-npu profile" in res.err
+
+
+def test_negative_start_segment_is_refused(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from moesim.traces import bundled_trace_path
+
+    res = run_cli("trace", "assemble", str(bundled_trace_path()), "--tokens", "64", "--start-segment", "-1",
+                  "-o", str(tmp_path / "a.parquet"))
+    assert res.code == 2 and "--start-segment" in res.err

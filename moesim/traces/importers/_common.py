@@ -102,8 +102,10 @@ def shown(path: Path) -> str:
         return str(path)
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line number, parsed object)`` for each non-blank line; bad JSON is an InputError."""
+def read_jsonl(path: Path, report: ReportBuilder | None = None) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed object)`` for each non-blank line; bad JSON (including an integer
+    of more than 4,300 digits or nesting too deep to parse) is an InputError. Blank lines are
+    skipped and, with a ``report``, counted in its dropped records."""
     try:
         handle = path.open("r", encoding="utf-8")
     except OSError as exc:
@@ -112,11 +114,17 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
         try:
             for lineno, line in enumerate(handle, 1):
                 if not line.strip():
+                    if report is not None:
+                        report.drop("blank lines (skipped)")
                     continue
                 try:
                     yield lineno, json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise InputError("line", f"must be valid JSON ({exc.msg}; truncated file?)", line.strip(),
+                                     source=f"{path}:{lineno}") from None
+                except (ValueError, RecursionError) as exc:   # 4,300+ digit integers, 1,000+ nested levels
+                    raise InputError("line", f"must be JSON a parser can hold ({type(exc).__name__}: "
+                                     f"{str(exc)[:80] or 'nested too deep'})", line.strip()[:60],
                                      source=f"{path}:{lineno}") from None
         except UnicodeDecodeError as exc:
             raise InputError("file", "must be UTF-8 text", exc.reason, source=str(path)) from None

@@ -56,6 +56,9 @@ def _record(obj: Any, spec: ModelSpec, where: str) -> tuple[str, int, Rec]:
     experts = check_topk(obj["experts"], k, spec.moe.num_routed_experts, "experts", where)
     weights = check_weights(obj["gating_probs"], k, "gating_probs", where)
     problem = f"{obj.get('dataset', '?')}/{as_int(obj['problem_id'], 'problem_id', where)}"
+    for key in ("token_idx", "token_pos"):
+        if key in obj and as_int(obj[key], key, where) < 0:
+            raise InputError(key, "must be >= 0", obj[key], source=where)
     if "token_idx" in obj:
         return problem, as_int(obj["token_idx"], "token_idx", where), (layer, experts, weights)
     if "token_pos" in obj:

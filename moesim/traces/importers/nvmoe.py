@@ -67,15 +67,15 @@ def _all_int(pairs: object) -> bool:
 
 def _diagnose_layers(got: np.ndarray, ids: np.ndarray, k: int, where: str) -> None:
     values, counts = np.unique(got, return_counts=True)
+    extra = sorted(set(values.tolist()) - set(ids.tolist()))
+    if extra:
+        raise InputError("layer", f"must be MoE layers {int(ids[0])}..{int(ids[-1])} (llama.cpp numbering)",
+                         extra[0], source=where)
     for layer in ids:
         n = int(counts[values == layer].sum())
         if n != k:
             raise InputError(f"layer {int(layer)}", f"must have exactly k = {k} [layer, expert] pairs", n,
                              source=where)
-    extra = sorted(set(values.tolist()) - set(ids.tolist()))
-    if extra:
-        raise InputError("layer", f"must be MoE layers {int(ids[0])}..{int(ids[-1])} (llama.cpp numbering)",
-                         extra[0], source=where)
     raise InputError("pairs", "must be grouped by layer in increasing order", got.tolist()[:24], source=where)
 
 
@@ -103,7 +103,7 @@ def import_nvmoe(path: Path, spec: ModelSpec, segment_lengths: Sequence[int] | N
     report = ReportBuilder("nvmoe", spec, files=[str(path)])
     ids = np.arange(spec.num_dense_layers, spec.num_layers)
     rows = []
-    for lineno, obj in read_jsonl(path):
+    for lineno, obj in read_jsonl(path, report):
         report.records_read += 1
         rows.append(_parse_line(obj, ids, spec, f"{path}:{lineno}"))
     if not rows:

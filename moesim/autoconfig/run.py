@@ -8,6 +8,7 @@ every configuration of the same space to report the true optimum and the regret.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,9 +102,12 @@ class Exhaustive:
     ttft_ns: dict[Config, int]
 
 
-def exhaustive(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non-ffn") -> Exhaustive:
-    """The discrete-event simulation of every configuration in the space that fits."""
+def exhaustive(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non-ffn",
+               progress: Callable[[list[Config]], Iterable[Config]] | None = None) -> Exhaustive:
+    """The discrete-event simulation of every configuration in the space that fits
+    (``progress`` wraps the list of configurations, e.g. to draw a bar)."""
     t0 = time.perf_counter()
-    results = {cfg: simulate_config(case, cfg, gate) for cfg in space(case.profile, arena_budget(case, budget_GiB))}
+    configs = list(space(case.profile, arena_budget(case, budget_GiB)))
+    results = {cfg: simulate_config(case, cfg, gate) for cfg in (progress(configs) if progress else configs)}
     best = min(results, key=lambda c: (results[c], case.profile.arena_B(c), c.queue_depth, c.group_size))
     return Exhaustive(best, results[best], len(results), time.perf_counter() - t0, results)

@@ -9,6 +9,7 @@ import click
 
 from moesim.cli.output import emit_json, emit_table, writable_path
 from moesim.cli.prefill_cmd import warn_budget_above_device
+from moesim.cli.progress import track
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.prefill import PREFETCH_POINTS, Prefetch
 from moesim.errors import InputError
@@ -27,9 +28,10 @@ __all__ = ["autoconfig"]
 @click.option("--verify", is_flag=True, help="Also simulate every configuration (exhaustive sweep) and report regret.")
 @click.option("--plot", metavar="PATH", callback=writable_path,
               help="Save the TTFT-vs-budget trade-off (.png/.svg/.pdf).")
+@click.option("--quiet", is_flag=True, help="No progress bar (it is drawn only on a terminal anyway).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, trace_path: str | None,
-               prefetch: str, verify: bool, plot: str | None, as_json: bool) -> None:
+               prefetch: str, verify: bool, plot: str | None, quiet: bool, as_json: bool) -> None:
     """Choose group size, bank count and queue depth under a memory budget (max-plus search)."""
     from moesim.autoconfig.run import autoconfigure, exhaustive, prepare, simulate_config
     from moesim.units import GiB
@@ -53,7 +55,8 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
         "trace": {"source": case.trace_info["source"], "synthetic": case.trace_info["synthetic"]},
     }
     if verify:
-        ex = exhaustive(case, memory_budget_gib, gate)
+        ex = exhaustive(case, memory_budget_gib, gate,
+                        progress=lambda cfgs: track(cfgs, "simulating every configuration", quiet))
         chosen_des = simulate_config(case, cfg, gate)
         select_s = (case.profile.build_ms + choice.selection_ms) / 1e3
         out.update({"exhaustive_best": {"group_size": ex.best.group_size, "banks": ex.best.banks,

@@ -6,6 +6,7 @@ import click
 
 from moesim.cli.output import emit_json, emit_table, writable_path
 from moesim.cli.prefill_cmd import parse_overrides, warn_budget_above_device
+from moesim.cli.progress import track
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.prefill import POLICY_NAMES
 from moesim.errors import InputError
@@ -44,10 +45,11 @@ def _names(text: str | None) -> list[str] | None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--plot", type=click.Path(dir_okay=False), callback=writable_path,
               help="Draw the latency-memory plane (.png/.svg/.pdf; log axes, lower left is better).")
+@click.option("--quiet", is_flag=True, help="No progress bar (it is drawn only on a terminal anyway).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def compare(model: str, device: str, tokens: str, policies: str | None, baseline: str,
             memory_budget_gib: float | None, overrides: tuple[str, ...], seed: int, plot: str | None,
-            as_json: bool) -> None:
+            quiet: bool, as_json: bool) -> None:
     """Compare prefill policies (EStream and the baselines) in one table: TTFT, tokens/s, peak
     memory, bubble, and speedup and memory ratio against --baseline (above 1 = better)."""
     from moesim.plotting import check_figure_path
@@ -57,7 +59,8 @@ def compare(model: str, device: str, tokens: str, policies: str | None, baseline
     if plot:
         check_figure_path(plot, "--plot")
     warn_budget_above_device(memory_budget_gib, device, what_if)
-    rows = compare_policies(model, device, lengths, chosen, baseline, memory_budget_gib, what_if, seed)
+    rows = compare_policies(model, device, lengths, chosen, baseline, memory_budget_gib, what_if, seed,
+                            progress=lambda runs: track(runs, f"{runs[0].tokens} tokens", quiet))
     if plot:
         plot_plane(rows, plot, f"{model} on {device}")
     if as_json:

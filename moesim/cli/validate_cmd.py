@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from moesim.cli.output import emit_json, emit_table
+from moesim.cli.progress import track
 from moesim.config.catalog import DEFAULT_PHONE_DEVICE
 from moesim.files import write_text_atomic
 from moesim.validate.registry import CaseResult
@@ -20,8 +21,9 @@ __all__ = ["validate", "calibrate"]
               help="Markdown report written on a full run (when its folder exists).")
 @click.option("--remeasure", is_flag=True, help="Re-run the native measurements (host/ cases) on this machine first.")
 @click.option("--strict", is_flag=True, help="A case that cannot run here (a missing tool) is an error too.")
+@click.option("--quiet", is_flag=True, help="No progress bar (it is drawn only on a terminal anyway).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def validate(only: str | None, report: str, remeasure: bool, strict: bool, as_json: bool) -> None:
+def validate(only: str | None, report: str, remeasure: bool, strict: bool, quiet: bool, as_json: bool) -> None:
     """Run every validation case this machine can run; report the others as skipped with the reason.
 
     Exit 1 when a case that ran fails (or, with --strict, when one could not run)."""
@@ -32,7 +34,8 @@ def validate(only: str | None, report: str, remeasure: bool, strict: bool, as_js
         from moesim.validate.host import remeasure_host
 
         remeasure_host()
-    results = run_cases(registry(), only)
+    cases = [c for c in registry() if not only or only in c.name]
+    results = run_cases(list(track(cases, "validation cases", quiet)))
     if only is None and Path(report).parent.is_dir():
         write_text_atomic(render_markdown(results), report)
     if as_json:

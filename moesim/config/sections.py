@@ -22,6 +22,7 @@ from moesim.errors import NotFittedError
 __all__ = ["PROVENANCE_KINDS", "Section", "numeric_fields", "provenance_kind"]
 
 PROVENANCE_KINDS = ("spec", "paper", "measured", "fitted", "derived", "assumed")
+_MAX_MAGNITUDE = 1e12
 
 
 def _is_numeric(annotation: Any) -> bool:
@@ -50,6 +51,23 @@ class Section(Frozen):
 
     provenance: dict[str, str] = Field(
         default_factory=dict, description="field name -> 'kind: note' for every number")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_finite_numbers(cls, data: Any) -> Any:
+        """A boolean is not a number (TOML ``true`` would read as 1), and no physical quantity of a
+        device is infinite, NaN or above 1e12 in moesim's units (1e308 GiB is a typo)."""
+        if not isinstance(data, dict):
+            return data
+        for name in numeric_fields(cls):
+            value = data.get(name)
+            values = value if isinstance(value, list) else [value]
+            for v in values:
+                if isinstance(v, bool):
+                    raise ValueError(f"{name} must be a number, not a boolean, got {v}")
+                if isinstance(v, (int, float)) and not (abs(v) <= _MAX_MAGNITUDE):
+                    raise ValueError(f"{name} must be a finite number of at most {_MAX_MAGNITUDE:g}, got {v}")
+        return data
 
     @model_validator(mode="after")
     def _every_number_sourced(self) -> Section:

@@ -11,7 +11,7 @@ Figure 7.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +53,11 @@ def _row(run: PrefillRun) -> dict[str, Any]:
 
 def compare_policies(model: str, device: str, tokens: Sequence[int], policies: Sequence[str] | None = None,
                      baseline: str = "resident", memory_budget_GiB: float | None = None,
-                     overrides: dict[str, float] | None = None, seed: int = 0) -> list[dict[str, Any]]:
-    """Rows of every (prompt length, policy); ``baseline`` must be one of ``policies``."""
+                     overrides: dict[str, float] | None = None, seed: int = 0,
+                     progress: Callable[[list[PrefillRun]], Iterable[PrefillRun]] | None = None,
+                     ) -> list[dict[str, Any]]:
+    """Rows of every (prompt length, policy); ``baseline`` must be one of ``policies``
+    (``progress`` wraps each prompt length's runs, e.g. to draw a bar)."""
     chosen = list(policies or POLICY_NAMES)
     for name in chosen:
         if name not in POLICY_NAMES:
@@ -66,7 +69,7 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
         runs = [PrefillRun.model_validate({"model": model, "device": device, "tokens": n, "seed": seed,
                                            "policy": build_policy(p, {}), "memory_budget_GiB": memory_budget_GiB,
                                            "overrides": overrides or {}}) for p in chosen]
-        block = [_row(r) for r in runs]
+        block = [_row(r) for r in (progress(runs) if progress else runs)]
         base = next(r for r in block if r["policy"] == baseline)
         for r in block:
             ok = r["error"] is None and base["error"] is None

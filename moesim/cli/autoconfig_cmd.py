@@ -37,8 +37,8 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
     from moesim.units import GiB
 
     gate = cast(Prefetch, prefetch)      # click.Choice admits only PREFETCH_POINTS
-    if not math.isfinite(memory_budget_gib) or memory_budget_gib <= 0:
-        raise InputError("--memory-budget-gib", "must be a finite number > 0", memory_budget_gib)
+    if not math.isfinite(memory_budget_gib) or not 0 < memory_budget_gib <= 1e6:
+        raise InputError("--memory-budget-gib", "must be a finite number in (0, 1e6]", memory_budget_gib)
     warn_budget_above_device(memory_budget_gib, device, {})
     case = prepare(model, device, tokens, trace_path)
     choice = autoconfigure(case, memory_budget_gib, gate)

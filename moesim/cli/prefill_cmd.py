@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
@@ -17,7 +19,7 @@ __all__ = ["prefill", "show_prefill", "parse_overrides", "warn_budget_above_devi
 
 def warn_budget_above_device(budget_GiB: float | None, device: str, overrides: dict[str, float]) -> None:
     """A budget above the phone's usable memory constrains nothing: say so on stderr."""
-    if budget_GiB is None:
+    if budget_GiB is None or not math.isfinite(budget_GiB):
         return
     usable = mobile_profile(device, overrides).memory.usable_GiB
     if budget_GiB > usable:

@@ -135,7 +135,7 @@ class PrefillRun(Frozen):
     device: str
     tokens: Annotated[int, Field(gt=0, le=2**31 - 1)]
     policy: PrefillPolicy = Field(default_factory=EStreamPolicy)
-    memory_budget_GiB: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    memory_budget_GiB: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
     trace: str | None = Field(None, description="canonical trace file; None = the model's default source")
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
     overrides: dict[str, float] = Field(default_factory=dict,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from moesim.config.loading import validate_data
 from moesim.config.prefill import POLICY_NAMES, PrefillRun, build_policy
 from moesim.errors import InputError, MoesimError
 from moesim.plotting import pyplot, save_figure
@@ -66,7 +67,7 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
         raise InputError("--baseline", f"must be one of the compared policies ({', '.join(chosen)})", baseline)
     rows = []
     for n in tokens:
-        runs = [PrefillRun.model_validate({"model": model, "device": device, "tokens": n, "seed": seed,
+        runs = [validate_data(PrefillRun, {"model": model, "device": device, "tokens": n, "seed": seed,
                                            "policy": build_policy(p, {}), "memory_budget_GiB": memory_budget_GiB,
                                            "overrides": overrides or {}}) for p in chosen]
         block = [_row(r) for r in (progress(runs) if progress else runs)]

@@ -83,6 +83,10 @@ def run_sweep(grid: Grid, out: str | Path, *, workers: int | None = None, schedu
             ran += 1
             if stop_after is not None and ran >= stop_after and len(done) + ran < len(grid.points):
                 raise SweepStopped(f"stopped after {ran} points as asked; rerun with --resume to finish")
+    except BaseException:
+        if not done and ran == 0:
+            store.discard_if_empty()
+        raise
     finally:
         stream.close()
         rows_gen.close()

@@ -74,6 +74,12 @@ class PartStore:
                                "points": len(self.grid.points)}, manifest)
         return self.done()
 
+    def discard_if_empty(self) -> None:
+        """Remove the part folder when no point finished (a sweep that failed before its first
+        point, e.g. an unreachable scheduler, leaves nothing behind)."""
+        if self.dir.is_dir() and not any(self.dir.glob("part-*.json")):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
     def _part(self, index: int) -> Path:
         return self.dir / f"part-{index:07d}.json"
 

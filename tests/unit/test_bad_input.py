@@ -22,6 +22,7 @@ BAD = [
     (("prefill", "--tokens", "64", "--timeline", "/no/such/dir/t.json"), "--timeline must name a file"),
     (("autoconfig", "--tokens", "64", "--memory-budget-gib", "inf"), "--memory-budget-gib must be a finite"),
     (("autoconfig", "--tokens", "64", "--memory-budget-gib", "-1"), "--memory-budget-gib must be a finite"),
+    (("prefill", "--tokens", "64", "--memory-budget-gib", "1e308"), "memory_budget_GiB must be less than or equal to"),
     (("autoconfig", "--tokens", "2000000000", "--memory-budget-gib", "1"), "on this machine"),
     (("autoconfig", "--tokens", "64", "--memory-budget-gib", "1", "--plot", "/proc/x.png"), "--plot must name"),
     (("specdecode", "--gamma", "20"), "gamma must be <= the 11 nodes of a 3 x 2 draft tree"),
@@ -172,3 +173,11 @@ def test_negative_start_segment_is_refused(run_cli, tmp_path: Path) -> None:  # 
     res = run_cli("trace", "assemble", str(bundled_trace_path()), "--tokens", "64", "--start-segment", "-1",
                   "-o", str(tmp_path / "a.parquet"))
     assert res.code == 2 and "--start-segment" in res.err
+
+
+def test_unreachable_scheduler_leaves_nothing(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("dask.distributed")
+    grid = _grid(tmp_path, "tokens = [64]")
+    res = run_cli("sweep", str(grid), "-o", str(tmp_path / "o.parquet"), "--scheduler", "tcp://127.0.0.1:1")
+    assert res.code == 2 and "--scheduler must be a reachable Dask scheduler" in res.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml"]

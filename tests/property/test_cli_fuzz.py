@@ -1,0 +1,167 @@
+"""Fuzzing the command line (issue 17): hypothesis-generated command lines, device profiles and
+sweep grids, run in-process through the real entry point. Whatever the input, the CLI ends with
+exit 0, or exit 2 and one line on stderr naming the problem; never exit 1 (an internal error),
+never a traceback, never a temporary file left behind. (Corrupted trace files are fuzzed in
+test_traces_fuzz.py.)"""
+
+from __future__ import annotations
+
+import math
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from moesim.cli import main
+from moesim.config.profiles import profile_dir
+from tests.strategies import FUZZ_SETTINGS
+
+CLI_SETTINGS = settings(FUZZ_SETTINGS,
+                        suppress_health_check=[*FUZZ_SETTINGS.suppress_health_check,
+                                               HealthCheck.function_scoped_fixture])
+
+_INTS = st.one_of(st.integers(1, 300), st.integers(-10, 0), st.integers(10**9, 10**25),
+                  st.sampled_from(["x", "", "1e3", "3.5", "0x10"]))
+_FLOATS = st.one_of(st.floats(0.01, 20.0), st.sampled_from(["inf", "-inf", "nan", "0", "-1", "abc", "1e308"]))
+_PATHS = st.sampled_from(["/proc/x.json", "/no/such/dir/out.json", "{tmp}/out.json", "{tmp}", "{tmp}/out.txt"])
+_NAMES = st.sampled_from(["olmoe-1b-7b", "mixtral-8x7b", "nope", "", "../etc/passwd", "sd8-elite-gen5",
+                          "h200x8-hf", "x.toml"])
+_SETS = st.sampled_from(["ufs.effective_read_bw_GBps=2.0", "ufs.peak_read_bw_GBps=8", "htp.nope=1",
+                         "memory.capacity_GiB=1e308", "ufs.effective_read_bw_GBps=-1", "garbage", "a.b=c",
+                         "ufs.queue_slots_count=0.5"])
+
+
+def _option(command: str) -> st.SearchStrategy[list[str]]:
+    common = {"--tokens": _INTS, "--model": _NAMES, "--device": _NAMES, "--seed": _INTS, "--set": _SETS}
+    per = {
+        "prefill": {"--memory-budget-gib": _FLOATS, "--group-size": _INTS, "--banks": _INTS, "--queue-depth": _INTS,
+                    "--policy": st.sampled_from(["estream", "naive", "cpu", "warp"]), "--timeline": _PATHS,
+                    "--prefetch": st.sampled_from(["non-ffn", "on-demand", "later"])},
+        "compare": {"--memory-budget-gib": _FLOATS, "--policies": st.sampled_from(["estream,naive", "", "x,naive"]),
+                    "--baseline": st.sampled_from(["naive", "resident", "x"]), "--plot": _PATHS},
+        "autoconfig": {"--memory-budget-gib": _FLOATS, "--plot": _PATHS},
+        "specdecode": {"--gamma": _INTS, "--passes": _INTS, "--predictor": st.sampled_from(["oracle", "accuracy:2",
+                                                                                            "accuracy:0.9", "x"]),
+                       "--gamma-sweep": st.sampled_from(["", "1,2", "0", "a"])},
+    }[command]
+    if command == "specdecode":
+        common = {"--seed": _INTS, "--set": st.sampled_from(["runtime.per_step_fixed_ms=1", "runtime.nope=1"])}
+    options = {**common, **per}
+    return st.sampled_from(sorted(options)).flatmap(lambda k: options[k].map(lambda v: [k, str(v)]))
+
+
+@st.composite
+def command_lines(draw: st.DrawFn) -> list[str]:
+    command = draw(st.sampled_from(["prefill", "compare", "autoconfig", "specdecode"]))
+    args = [command]
+    for opt in draw(st.lists(_option(command), min_size=1, max_size=4)):
+        args += opt
+    if command in ("prefill", "compare", "autoconfig") and "--tokens" not in args:
+        args += ["--tokens", "64"]          # keep valid runs short
+    if command == "specdecode" and "--passes" not in args:
+        args += ["--passes", "1"]
+    return args
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(args)
+    return code, capsys.readouterr().err
+
+
+def _check(code: int, err: str, args: list[str], tmp: Path) -> None:
+    assert code in (0, 2), f"exit {code} for {args}: {err}"
+    assert "Traceback" not in err and "internal error" not in err, f"{args}: {err}"
+    if code == 2:
+        errors = [ln for ln in err.strip().splitlines() if not ln.startswith("warning:")]
+        assert len(errors) == 1 and errors[0].startswith("moesim: error: "), f"{args}: {err}"
+    leftovers = [p.name for p in tmp.rglob("*") if p.name.endswith(".tmp") or p.name.endswith(".parts")]
+    assert not leftovers, f"{args} left {leftovers}"
+
+
+@CLI_SETTINGS
+@given(args=command_lines())
+def test_fuzzed_command_lines_end_cleanly(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        args = [a.replace("{tmp}", d) for a in args]
+        code, err = _run(args, capsys)
+        _check(code, err, args, tmp)
+
+
+_NUMBER = re.compile(r"^([a-z_0-9A-Z]+) = (-?[0-9.eE+]+)$", re.M)
+_VALUES = st.one_of(st.sampled_from(["-1", "0", "true", '"x"', "1e308", "nan", "inf", "[1, 2]", "{a = 1}", ""]),
+                    st.floats(-1e3, 1e3, allow_nan=False).map(repr))
+
+
+@st.composite
+def broken_profiles(draw: st.DrawFn) -> str:
+    text = (profile_dir() / "sd8-elite-gen5.toml").read_text()
+    numbers = list(_NUMBER.finditer(text))
+    for _ in range(draw(st.integers(1, 3))):
+        m = numbers[draw(st.integers(0, len(numbers) - 1))]
+        text = text.replace(m.group(0), f"{m.group(1)} = {draw(_VALUES)}", 1)
+    if draw(st.booleans()):
+        cut = draw(st.integers(0, len(text)))
+        text = text[:cut]
+    return text
+
+
+@CLI_SETTINGS
+@given(text=broken_profiles())
+def test_fuzzed_profiles_end_cleanly(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "p.toml"
+        path.write_text(text)
+        args = ["prefill", "--tokens", "64", "--policy", "naive", "--device", str(path)]
+        code, err = _run(args, capsys)
+        _check(code, err, args, Path(d))
+
+
+_AXIS_VALUES: dict[str, Callable[[], st.SearchStrategy[object]]] = {
+    "tokens": lambda: st.one_of(st.integers(-5, 200), st.booleans(), st.just("x")),
+    "policy": lambda: st.sampled_from(["naive", "resident", "warp", 3]),
+    "ufs.effective_read_bw_GBps": lambda: st.one_of(st.floats(-1.0, 6.0, allow_nan=False), st.just("fast")),
+    "banks": lambda: st.integers(-2, 6),
+    "memory_budget_GiB": lambda: st.one_of(st.floats(0.1, 20.0), st.just(-1.0)),
+}
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan"
+    return repr(value)
+
+
+@st.composite
+def grids(draw: st.DrawFn) -> str:
+    names = draw(st.lists(st.sampled_from(sorted(_AXIS_VALUES)), min_size=1, max_size=3, unique=True))
+    lines = ["[fixed]", 'workload = "prefill"', 'model = "olmoe-1b-7b"']
+    if "tokens" not in names:
+        lines.append("tokens = 64")
+    lines.append("[axes]")
+    for name in names:
+        values = draw(st.lists(_AXIS_VALUES[name](), min_size=0, max_size=2))
+        lines.append(f"{name} = [{', '.join(_toml(v) for v in values)}]")
+    return "\n".join(lines) + "\n"
+
+
+@CLI_SETTINGS
+@given(text=grids())
+def test_fuzzed_grids_end_cleanly(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        grid = Path(d) / "grid.toml"
+        grid.write_text(text)
+        args = ["sweep", str(grid), "-o", str(Path(d) / "out.parquet"), "--workers", "1", "--quiet"]
+        code, err = _run(args, capsys)
+        _check(code, err, args, Path(d))
+        if code == 0:
+            assert (Path(d) / "out.parquet").stat().st_mode & 0o777 == 0o644

@@ -92,6 +92,12 @@ class PrefillMetrics(Frozen):
     ttft_s_interval: tuple[float, float] | None = None        # 90%; None: the profile states no uncertainty
     tokens_per_s_interval: tuple[float, float] | None = None
     peak_memory_gib_interval: tuple[float, float] | None = None
+    energy_j: float | None = None                 # None: the profile has no [power] figures
+    energy_j_interval: tuple[float, float] | None = None
+    j_per_token: float | None = None
+    tokens_per_j: float | None = None
+    mean_power_w: float | None = None
+    energy_breakdown_j: dict[str, float] | None = None
     fits_device_memory: bool
     memory_gib: dict[str, float]
     bubble_share: float

@@ -51,6 +51,7 @@ UNIT_SUFFIXES: Final[dict[str, str]] = {
     "_B": "bytes",
     "_bits": "bits",
     "_W": "watts",
+    "_pJpB": "picojoules per byte moved",
     "_pct": "percent",
     "_ratio": "dimensionless ratio",
     "_count": "a count (unitless integer)",

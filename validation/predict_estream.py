@@ -34,7 +34,8 @@ TOKENS = [256, 512, 1024, 2048, 4096]
 POLICIES = [EStreamPolicy(), ResidentPolicy(), NaivePolicy(), LayerB2Policy(), CPUPolicy(), MmapPolicy()]
 COLUMNS = ["model", "tokens", "policy", "group_size", "banks", "ttft_s", "ttft_s_low", "ttft_s_high", "tokens_per_s",
            "tokens_per_s_low", "tokens_per_s_high", "peak_memory_gib", "peak_memory_gib_low", "peak_memory_gib_high",
-           "bubble_share", "util_compute", "util_ufs", "bound", "io_amplification", "routing", "synthetic", "note"]
+           "bubble_share", "util_compute", "util_ufs", "bound", "io_amplification", "energy_j", "energy_j_low",
+           "energy_j_high", "tokens_per_j", "routing", "synthetic", "note"]
 HERE = Path(__file__).resolve().parent
 
 
@@ -55,7 +56,8 @@ def _row(model: str, tokens: int, policy: object) -> dict[str, object]:
            "util_ufs": round(ufs, 3), "bound": _bound(m, compute, ufs),
            "io_amplification": round(m["io_amplification"], 3), "routing": tr["source"],
            "synthetic": tr["synthetic"], "note": note}
-    for key, digits in (("ttft_s", 4), ("tokens_per_s", 1), ("peak_memory_gib", 3)):
+    row["tokens_per_j"] = round(m["tokens_per_j"], 2)
+    for key, digits in (("ttft_s", 4), ("tokens_per_s", 1), ("peak_memory_gib", 3), ("energy_j", 3)):
         row[key] = round(m[key], digits)
         row[f"{key}_low"], row[f"{key}_high"] = (round(x, digits) for x in m[f"{key}_interval"])
     return row
@@ -71,6 +73,23 @@ def _bound(m: dict[str, object], compute: float, ufs: float) -> str:
     return f"compute ({compute:.0%} busy)"
 
 
+def _energy_ratios(rows: list[dict[str, object]]) -> list[str]:
+    """EStream's energy advantage over every baseline: baseline J / EStream J (above 1: EStream
+    uses less), with the ratio of the nominal values (the power figures' uncertainty is shared)."""
+    baselines = [p.kind for p in POLICIES if p.kind != "estream"]
+    out = ["", "## EStream's energy against every baseline (baseline J / EStream J; above 1 = EStream uses less)",
+           "", "| model | tokens | " + " | ".join(baselines) + " |", "|---|---|" + "---|" * len(baselines)]
+    for model in MODELS:
+        for n in TOKENS:
+            by = {r["policy"]: r for r in rows if r["model"] == model and r["tokens"] == n and "energy_j" in r}
+            if "estream" not in by:
+                continue
+            e = float(by["estream"]["energy_j"])  # type: ignore[arg-type]
+            cells = [f"{float(by[b]['energy_j']) / e:.2f}x" if b in by else "-" for b in baselines]  # type: ignore[arg-type]
+            out.append(f"| {model} | {n} | " + " | ".join(cells) + " |")
+    return out
+
+
 def main() -> int:
     rows = [_row(m, n, p) for m in MODELS for n in TOKENS for p in POLICIES]
     buf = io.StringIO()
@@ -84,19 +103,22 @@ def main() -> int:
              "else is a prediction. estream runs at the auto-configured (G, B, Q). Intervals: 90%",
              "(docs/background/prefill-model.md, 'Prediction intervals'). Bound: what the critical path",
              "waits on (the compute engine's and UFS's busy shares of the run).", "",
-             "| model | tokens | policy | G | B | TTFT s [90%] | tok/s [90%] | peak GiB [90%] | bubble | bound "
-             "| routing |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| model | tokens | policy | G | B | TTFT s [90%] | tok/s [90%] | peak GiB [90%] | J [90%] | tok/J "
+             "| bubble | bound | routing |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "ttft_s" not in r:
-            lines.append(f"| {r['model']} | {r['tokens']} | {r['policy']} | | | | | | | | {r['note']} |")
+            lines.append(f"| {r['model']} | {r['tokens']} | {r['policy']} | | | | | | | | | | {r['note']} |")
             continue
         src = f"{'synthetic' if r['synthetic'] else 'real'}{', ' + str(r['note']) if r['note'] else ''}"
         lines.append(f"| {r['model']} | {r['tokens']} | {r['policy']} | {r['group_size']} | {r['banks']} | "
                      f"{r['ttft_s']:.3f} [{r['ttft_s_low']:.3f}, {r['ttft_s_high']:.3f}] | "
                      f"{r['tokens_per_s']:.0f} [{r['tokens_per_s_low']:.0f}, {r['tokens_per_s_high']:.0f}] | "
                      f"{r['peak_memory_gib']:.2f} [{r['peak_memory_gib_low']:.2f}, {r['peak_memory_gib_high']:.2f}] | "
+                     f"{r['energy_j']:.2f} [{r['energy_j_low']:.2f}, {r['energy_j_high']:.2f}] | "
+                     f"{r['tokens_per_j']:.0f} | "
                      f"{r['bubble_share']:.3f} | {r['bound']} | {src} |")
+    lines += _energy_ratios(rows)
     write_text_atomic("\n".join(lines) + "\n", HERE / "estream_predictions.md")
     print("\n".join(lines))
     return 0

@@ -66,22 +66,25 @@ def compare(model: str, device: str, tokens: str, policies: str | None, baseline
     if as_json:
         emit_json({"model": model, "device": device, "baseline": baseline, "rows": rows})
         return
-    click.echo(f"{model} on {device}; speedup and memory ratio against {baseline} (above 1 = better); "
+    click.echo(f"{model} on {device}; speedup, memory and energy ratios against {baseline} (above 1 = better); "
                "[90% interval]")
     table = []
     for r in rows:
         if r["error"]:
-            table.append((r["tokens"], r["policy"], "-", "-", "-", "-", "-", "-", "-", "cannot run: " + r["error"]))
+            table.append((r["tokens"], r["policy"], "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                          "cannot run: " + r["error"]))
             continue
         lo, hi = r["ttft_s_interval"] or (r["ttft_s"], r["ttft_s"])
         cfg = r["config"]
         table.append((r["tokens"], r["policy"], f"{r['ttft_s']:.3f} [{lo:.3f}, {hi:.3f}]", f"{r['tokens_per_s']:.0f}",
                       f"{r['peak_memory_gib']:.2f}", f"{r['bubble_share']:.3f}",
+                      "-" if r["energy_j"] is None else f"{r['energy_j']:.2f}",
                       "-" if r["speedup"] is None else f"{r['speedup']:.2f}x",
                       "-" if r["memory_ratio"] is None else f"{r['memory_ratio']:.2f}x",
+                      "-" if r["energy_ratio"] is None else f"{r['energy_ratio']:.2f}x",
                       f"G={cfg['group_size']} B={cfg['banks']} Q={cfg['queue_depth']}",
                       r["bound"] + ("" if cfg["fits_device_memory"] else "; exceeds device memory")))
-    emit_table(["tokens", "policy", "ttft_s [90%]", "tok/s", "peak_gib", "bubble", "speedup", "mem_ratio", "config",
-                "bound"], table)
+    emit_table(["tokens", "policy", "ttft_s [90%]", "tok/s", "peak_gib", "bubble", "energy_j", "speedup", "mem_ratio",
+                "energy_ratio", "config", "bound"], table)
     if plot:
         click.echo(f"wrote {plot}")

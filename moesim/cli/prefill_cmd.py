@@ -100,6 +100,9 @@ def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
             ("bubble_share_total", f"{m['bubble_share_total']:.4f}", ""), ("io_bytes", f"{m['io_bytes']:,}", ""),
             ("io_amplification", f"{m['io_amplification']:.3f}", "")]
     rows += [(f"utilization.{k}", f"{v:.3f}", "") for k, v in sorted(m["utilization"].items())]
+    if m["energy_j"] is not None:
+        rows += [("energy_j", f"{m['energy_j']:.3f}", band("energy_j", ".3f")),
+                 ("j_per_token", f"{m['j_per_token']:.5f}", ""), ("mean_power_w", f"{m['mean_power_w']:.2f}", "")]
     emit_table(["metric", "value", "90% interval"], rows)
     if not m["fits_device_memory"]:
         click.echo(f"warning: peak memory {m['peak_memory_gib']:.2f} GiB exceeds the usable memory of "

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
 
 from moesim.config.base import Frozen
 from moesim.config.sections import Section
 
 __all__ = [
     "MemorySection", "UFSSection", "HTPSection", "ArenaSection", "CPUSection",
-    "NPURuntimeSection", "UncertaintySection", "GPUSection", "GPURuntimeSection",
+    "NPURuntimeSection", "UncertaintySection", "PowerSection", "GPUSection", "GPURuntimeSection",
     "MobileNPUProfile", "GPUServerProfile", "HostProfile", "HostMemorySection", "StorageSection",
     "HostCPUSection", "DeviceProfile",
 ]
@@ -146,6 +146,48 @@ class UncertaintySection(Section):
         return self
 
 
+_POWER_PARTS = ("soc_base", "npu_active", "npu_idle", "cpu_active", "cpu_idle", "ufs_read", "ufs_idle")
+
+
+class PowerSection(Section):
+    """Power of the phone's parts by state, for the energy of a run (moesim.cost.energy). Each
+    figure has a nominal value and the ``[low, high]`` range the public sources allow."""
+
+    soc_base_W: NonNegativeFloat = Field(description="SoC, DRAM background and rails while a request runs")
+    soc_base_range_W: list[NonNegativeFloat]
+    npu_active_W: NonNegativeFloat = Field(description="the Hexagon NPU while it computes (HMX and HVX busy)")
+    npu_active_range_W: list[NonNegativeFloat]
+    npu_idle_W: NonNegativeFloat = Field(description="the NPU powered and waiting (a bubble)")
+    npu_idle_range_W: list[NonNegativeFloat]
+    cpu_active_W: NonNegativeFloat = Field(description="all CPU cores busy (the CPU baseline's prefill)")
+    cpu_active_range_W: list[NonNegativeFloat]
+    cpu_idle_W: NonNegativeFloat = Field(description="the CPU clusters with no compute (a loader thread at most)")
+    cpu_idle_range_W: list[NonNegativeFloat]
+    ufs_read_W: NonNegativeFloat = Field(description="UFS while reading at full rate")
+    ufs_read_range_W: list[NonNegativeFloat]
+    ufs_idle_W: NonNegativeFloat = Field(description="UFS between reads (active-idle)")
+    ufs_idle_range_W: list[NonNegativeFloat]
+    dram_pJpB: NonNegativeFloat = Field(description="LPDDR5X energy per byte read or written (I/O and core)")
+    dram_range_pJpB: list[NonNegativeFloat]
+
+    @model_validator(mode="after")
+    def _ranges_hold_the_nominal(self) -> PowerSection:
+        for part in (*_POWER_PARTS, "dram"):
+            nominal, rng = ((self.dram_pJpB, self.dram_range_pJpB) if part == "dram" else
+                            (getattr(self, f"{part}_W"), getattr(self, f"{part}_range_W")))
+            name = "dram_range_pJpB" if part == "dram" else f"{part}_range_W"
+            if len(rng) != 2 or not rng[0] <= nominal <= rng[1]:
+                raise ValueError(f"{name} must be [low, high] around the nominal value {nominal}, got {rng}")
+        return self
+
+    def at(self, end: str) -> dict[str, float]:
+        """Every figure at ``end`` of its range: "low", "nominal" or "high" (W; dram in pJ per byte)."""
+        i = {"low": 0, "high": 1}.get(end)
+        out = {p: (getattr(self, f"{p}_W") if i is None else getattr(self, f"{p}_range_W")[i]) for p in _POWER_PARTS}
+        out["dram_pJpB"] = self.dram_pJpB if i is None else self.dram_range_pJpB[i]
+        return out
+
+
 class NPURuntimeSection(Section):
     """OS behaviour on the phone that the mmap baseline depends on."""
 
@@ -207,6 +249,7 @@ class MobileNPUProfile(_Profile):
     cpu: CPUSection
     runtime: NPURuntimeSection
     uncertainty: UncertaintySection | None = None
+    power: PowerSection | None = None
 
     @model_validator(mode="after")
     def _cross(self) -> MobileNPUProfile:
@@ -226,6 +269,8 @@ class MobileNPUProfile(_Profile):
                                    "cpu": self.cpu, "runtime": self.runtime}
         if self.uncertainty is not None:
             out["uncertainty"] = self.uncertainty
+        if self.power is not None:
+            out["power"] = self.power
         return out
 
 

@@ -2,8 +2,9 @@
 
 One row per (prompt length, policy): TTFT, tokens/s and peak memory with their 90%
 intervals, the bubble share, what bounds the run, and the speedup and memory ratio against
-a chosen baseline policy at the same prompt length (``baseline TTFT / TTFT`` and
-``baseline memory / memory``: above 1 is better than the baseline). A policy that cannot
+a chosen baseline policy at the same prompt length (``baseline TTFT / TTFT``,
+``baseline memory / memory`` and ``baseline energy / energy``: above 1 is better than the
+baseline). A policy that cannot
 run (it does not fit a budget) is a row with its one-line reason. :func:`plot_plane` draws
 the latency-memory plane (log axes; lower left is better), the view of the EStream paper's
 Figure 7.
@@ -24,7 +25,8 @@ from moesim.simulate.prefill import simulate_prefill
 __all__ = ["COLUMNS", "compare_policies", "plot_plane"]
 
 COLUMNS = ("tokens", "policy", "ttft_s", "ttft_s_interval", "tokens_per_s", "peak_memory_gib",
-           "peak_memory_gib_interval", "bubble_share", "bound", "speedup", "memory_ratio", "config", "error")
+           "peak_memory_gib_interval", "bubble_share", "bound", "energy_j", "energy_j_interval", "tokens_per_j",
+           "speedup", "memory_ratio", "energy_ratio", "config", "error")
 
 
 def _bound(m: dict[str, Any]) -> str:
@@ -46,7 +48,8 @@ def _row(run: PrefillRun) -> dict[str, Any]:
     return {"tokens": run.tokens, "policy": run.policy.kind, "ttft_s": m["ttft_s"],
             "ttft_s_interval": m["ttft_s_interval"], "tokens_per_s": m["tokens_per_s"],
             "peak_memory_gib": m["peak_memory_gib"], "peak_memory_gib_interval": m["peak_memory_gib_interval"],
-            "bubble_share": m["bubble_share"], "bound": _bound(m),
+            "bubble_share": m["bubble_share"], "bound": _bound(m), "energy_j": m["energy_j"],
+            "energy_j_interval": m["energy_j_interval"], "tokens_per_j": m["tokens_per_j"],
             "config": {"group_size": cfg["group_size"], "banks": cfg["banks"], "queue_depth": cfg["queue_depth"],
                        "fits_device_memory": m["fits_device_memory"], "trace": cfg["trace"]["source"],
                        "synthetic": cfg["trace"]["synthetic"]}, "error": None}
@@ -76,6 +79,8 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
             ok = r["error"] is None and base["error"] is None
             r["speedup"] = base["ttft_s"] / r["ttft_s"] if ok and r["ttft_s"] > 0 else None
             r["memory_ratio"] = base["peak_memory_gib"] / r["peak_memory_gib"] if ok else None
+            r["energy_ratio"] = (base["energy_j"] / r["energy_j"] if ok and r["energy_j"] and base["energy_j"]
+                                 else None)
         rows += block
     return rows
 

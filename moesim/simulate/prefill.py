@@ -13,6 +13,7 @@ from moesim.config.model import ModelSpec
 from moesim.config.prefill import EStreamPolicy, PrefillRun
 from moesim.config.profiles import AnyProfile, load_profile_of, override_profile, profile_hash
 from moesim.cost.bounds import stream_bounds
+from moesim.cost.energy import RunActivity, activation_bytes_moved, energy_breakdown_j
 from moesim.cost.memory import MemoryBreakdown, prefill_memory
 from moesim.cost.ops import OpCost, layer_non_ffn, lm_head_op
 from moesim.cost.params import cpu_backend, npu_backend, ufs_params
@@ -142,6 +143,7 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
     metrics.update(_common(run, plan, memory, trace_info, device, events, wall, auto))
     metrics["tokens_per_s"] = run.tokens / metrics["ttft_s"] if metrics["ttft_s"] > 0 else 0.0
     metrics.update(_intervals(metrics, device, run.tokens))
+    metrics.update(_energy(metrics, device, run.tokens, model, counts, plan))
     return PrefillResult(metrics=PrefillMetrics.model_validate(metrics), spans=sim.recorder.frame())
 
 
@@ -156,6 +158,33 @@ def _intervals(metrics: dict[str, Any], device: MobileNPUProfile, tokens: int) -
     mem = memory_interval_gib(metrics["peak_memory_gib"], metrics["memory_gib"]["runtime"], u)
     return {"ttft_s_interval": (lo, hi), "tokens_per_s_interval": (tokens / hi, tokens / lo) if lo > 0 else (0.0, 0.0),
             "peak_memory_gib_interval": mem}
+
+
+def _energy(metrics: dict[str, Any], device: MobileNPUProfile, tokens: int, model: ModelSpec, counts: np.ndarray,
+            plan: StreamPlan) -> dict[str, Any]:
+    """Joules of the run (moesim.cost.energy), if the profile has power figures: nominal, and the
+    90% interval from the time interval and the power ranges (low with low, high with high)."""
+    if device.power is None:
+        return {}
+    t, util = metrics["ttft_s"], metrics["utilization"]
+    passes = -(-tokens // plan.ubatch_tokens) if plan.backend == "cpu" and plan.ubatch_tokens else 1
+    weights_B = (model.resident_non_expert_bytes("q4_0") + int((counts > 0).sum()) * model.expert_bytes("q4_0"))
+    dram_B = (metrics["io_bytes"] + passes * weights_B
+              + activation_bytes_moved(tokens, model.num_layers, model.hidden_size, model.moe.top_k))
+
+    def at(scale: float, end: str) -> dict[str, float]:
+        run = RunActivity(t * scale, util.get("npu", 0.0) * t * scale, util.get("cpu", 0.0) * t * scale,
+                          util.get("ufs", 0.0) * t * scale, dram_B, plan.backend == "npu")
+        return energy_breakdown_j(run, device.power.at(end))  # type: ignore[union-attr]
+
+    parts = at(1.0, "nominal")
+    energy = sum(parts.values())
+    lo_t, hi_t = metrics.get("ttft_s_interval") or (t, t)
+    low = sum(at(lo_t / t if t else 1.0, "low").values())
+    high = sum(at(hi_t / t if t else 1.0, "high").values())
+    return {"energy_j": energy, "energy_j_interval": (min(low, energy), max(high, energy)),
+            "j_per_token": energy / tokens, "tokens_per_j": tokens / energy if energy > 0 else None,
+            "mean_power_w": energy / t if t > 0 else 0.0, "energy_breakdown_j": parts}
 
 
 def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,

@@ -10,7 +10,8 @@ def test_fitted_figures_reproduced(run_cli) -> None:  # type: ignore[no-untyped-
     res = run_cli("validate", "--only", "estream/olmoe-", "--json")
     cases = {c["name"]: c for c in json.loads(res.out)["cases"]}
     fitted = [c for c in cases.values() if c["fitted_to"]]
-    assert len(fitted) == 2 and all(c["passed"] for c in fitted)   # the 4K TTFT and the CPU baseline
+    # the 4K TTFT, the CPU baseline and the mean-power plausibility range the NPU power was chosen under
+    assert len(fitted) == 3 and all(c["passed"] for c in fitted)
     assert abs(cases["estream/olmoe-4k-ttft"]["predicted"] / 2.12 - 1) <= 0.10
     b = {p: cases[f"estream/olmoe-1k-bubble-{p}"]["predicted"] for p in ("on-demand", "after-routing", "non-ffn")}
     assert b["on-demand"] > b["after-routing"] > b["non-ffn"]

@@ -117,6 +117,7 @@ class PrefillMetrics(Frozen):
 class SpecDecodeMetrics(Frozen):
     """The stable keys of ``moesim specdecode --json`` (docs/specdecode.md defines each)."""
 
+    batch_size: int = 1
     mean_active_experts: float
     acceptance_length: float
     hbm_bytes_per_step: float
@@ -126,6 +127,7 @@ class SpecDecodeMetrics(Frozen):
     t_step_s: float
     tokens_per_s: float
     speedup_vs_ar: float
+    rho: float                                 # plain decoding's step time / T_verify at the same batch
     steps: int
     predictor_accuracy: float | None
     per_layer_active_experts: list[float]

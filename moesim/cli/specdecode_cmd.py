@@ -69,6 +69,10 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
 @click.option("--t-draft-ms", type=float, help="Draft time per step (default: published or estimated).")
 @click.option("--t-pred-ms", type=float, help="Predictor time per step (default 4 ms when a predictor is used).")
 @click.option("--passes", type=int, default=8, show_default=True, help="Replays of the whole trace.")
+@click.option("--batch-size", type=int, default=1, show_default=True,
+              help="Requests decoded together (one verification over the union of their trees' experts).")
+@click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance): default, the value "
+              "fitted to gpt-oss-120b's alpha = 1.88.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
               help="Override one profile number (repeatable), e.g. runtime.per_active_expert_us=20")
@@ -79,14 +83,16 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def specdecode(model: str, device: str, trace_path: str | None, selector: str | None, gamma: int, predictor: str,
                depth: int, width: int, draft_routing: str, epsilon: float, t_draft_ms: float | None,
-               t_pred_ms: float | None, passes: int, seed: int, overrides: tuple[str, ...], gamma_sweep: str | None,
-               plot: str | None, as_json: bool) -> None:
-    """Simulate batch-1 speculative decoding with draft trees and a selection rule (EcoSpec)."""
+               t_pred_ms: float | None, passes: int, batch_size: int, draft_mu: float | None, seed: int,
+               overrides: tuple[str, ...], gamma_sweep: str | None, plot: str | None, as_json: bool) -> None:
+    """Simulate speculative decoding with draft trees and a selection rule (EcoSpec), batch 1 or more."""
     run = validate_data(SpecDecodeRun, {
         "model": model, "device": device, "trace": trace_path, "selector": selector or "confidence",
         "gamma": gamma, "predictor": parse_predictor(predictor), "tree": {"depth": depth, "width": width},
         "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,
-        "t_pred_ms": t_pred_ms, "passes": passes, "seed": seed, "overrides": parse_overrides(overrides)})
+        "t_pred_ms": t_pred_ms, "passes": passes, "batch_size": batch_size, "seed": seed,
+        "overrides": parse_overrides(overrides),
+        **({"draft": {"top1_logit_mean": draft_mu}} if draft_mu is not None else {})})
     profile = gpu_profile(run.device, run.overrides)
     if plot and gamma_sweep is None:
         raise InputError("--plot", "needs --gamma-sweep", plot)

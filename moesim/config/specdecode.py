@@ -146,6 +146,8 @@ class SpecDecodeRun(Frozen):
     t_draft_ms: NonNegativeFloat | None = Field(None, description="draft time per step; None = published or estimated")
     t_pred_ms: NonNegativeFloat | None = Field(None, description="predictor time per step; None = 4 ms when used")
     passes: Annotated[int, Field(ge=1, le=100)] = Field(8, description="replays of the whole trace")
+    batch_size: Annotated[int, Field(ge=1, le=64)] = Field(
+        1, description="requests decoded together: one verification forward over the union of their trees' experts")
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")

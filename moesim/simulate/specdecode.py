@@ -173,7 +173,7 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replaye
         pred_info["used"] = True
     inputs = ReplayInputs(pack_sets(experts, n_exp), predict, bounds, model.num_moe_layers, model.moe.top_k)
     policy = ReplayPolicy(run.selector, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width),
-                          run.draft, run.routing, run.passes)
+                          run.draft, run.routing, run.passes, run.batch_size)
     info = {"source": trace.meta.source, "synthetic": bool(trace.meta.synthetic), "decode_tokens": int(len(keep)),
             "requests": len(bounds)}
     return Replayed(replay(inputs, policy, np.random.default_rng(replay_seed)), pred_info, info)
@@ -181,7 +181,8 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replaye
 
 def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *,
                         profile: GPUServerProfile | None = None) -> SpecDecodeResult:
-    """Simulate batch-1 speculative decoding of ``run.model`` on ``run.device`` (or ``profile``)."""
+    """Simulate speculative decoding of ``run.model`` on ``run.device`` (or ``profile``), one
+    request or ``run.batch_size`` together."""
     wall0 = time.perf_counter()
     model = load_model(run.model)
     device = gpu_profile(profile if profile is not None else run.device, run.overrides)
@@ -208,21 +209,31 @@ def _metrics(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams,
     t_draft, draft_src = _draft_s(run, device, params)
     t_pred, pred_src = _pred_s(run)
     t_step = t_draft + t_pred + t_verify
-    tokens = stats.accepted + 1
+    lanes = stats.lanes if stats.lanes is not None else np.ones_like(stats.accepted)
+    tokens = stats.accepted + lanes
     t_ar = ar_time(params)
     tps = float(tokens.sum() / t_step.sum())
+    if stats.ar_active is not None and stats.ar_lanes is not None:   # plain decoding at the same batch
+        t_ar_steps = np.asarray(forward_time(params, stats.ar_active.sum(axis=1).astype(np.float64), stats.ar_lanes),
+                                dtype=np.float64)
+        ar_tps, t_ar_step = float(stats.ar_lanes.sum() / t_ar_steps.sum()), float(t_ar_steps.mean())
+        ar_active = float(stats.ar_active.mean())
+    else:
+        ar_tps, t_ar_step, ar_active = 1.0 / t_ar, t_ar, float(params.top_k)
     accuracy = stats.predicted_hits / stats.predicted_slots if stats.predicted_slots else None
     metrics: dict[str, Any] = {
+        "batch_size": run.batch_size,
         "mean_active_experts": float(stats.active.mean()),
-        "acceptance_length": float(tokens.mean()),
+        "acceptance_length": float(tokens.sum() / lanes.sum()),
         "hbm_bytes_per_step": float(hbm.mean()),
         "t_draft_s": t_draft, "t_pred_s": t_pred, "t_verify_s": float(t_verify.mean()),
-        "t_step_s": float(t_step.mean()), "tokens_per_s": tps, "speedup_vs_ar": tps * t_ar,
+        "t_step_s": float(t_step.mean()), "tokens_per_s": tps, "speedup_vs_ar": tps / ar_tps,
+        "rho": t_ar_step / float(t_verify.mean()),
         "steps": int(len(tokens)), "predictor_accuracy": accuracy,
         "per_layer_active_experts": stats.active.mean(axis=0).round(6).tolist(),
         "t_verify_runtime_s": float(np.mean(runtime_time(params, total))),
         "mean_verified_tokens": float(stats.verified.mean()),
-        "ar": {"t_token_s": t_ar, "tokens_per_s": 1.0 / t_ar, "mean_active_experts": float(params.top_k),
+        "ar": {"t_token_s": t_ar, "tokens_per_s": ar_tps, "t_step_s": t_ar_step, "mean_active_experts": ar_active,
                "hbm_bytes_per_token": float(forward_bytes(params, float(params.n_moe_layers * params.top_k)))},
         "predictor": pred_info, "sources": {"t_draft_s": draft_src, "t_pred_s": pred_src},
     }

@@ -56,15 +56,26 @@ class ReplayPolicy:
     draft: DraftAccuracy
     routing: DraftRouting
     passes: int
+    batch: int = 1       # requests decoded together: one verification forward for all their trees
 
 
 @dataclass(frozen=True)
 class ReplayStats:
-    active: I64          # [steps, L]: experts per MoE layer touched by the verified tokens
-    accepted: I64        # [steps]: drafts accepted (the bonus token not counted)
-    verified: I64        # [steps]: tokens verified (root included)
+    active: I64          # [steps, L]: experts per MoE layer touched by the verified tokens (all requests)
+    accepted: I64        # [steps]: drafts accepted (the bonus tokens not counted), summed over requests
+    verified: I64        # [steps]: tokens verified (roots included), summed over requests
     predicted_hits: int  # verified nodes' (layer, expert) pairs the predictor named correctly
     predicted_slots: int  # verified nodes x layers x k (0 when no predictor was used)
+    lanes: I64 | None = None        # [steps]: requests in the step (None: 1 each, batch 1)
+    ar_active: I64 | None = None    # [ar steps, L]: union of experts of plain decoding at the same batch
+    ar_lanes: I64 | None = None     # [ar steps]: requests (tokens) in each plain-decoding step
+
+
+@dataclass
+class _Lane:
+    seg: tuple[int, int]     # the request's token range
+    pos: int                 # its current root
+    draws: int               # the pass whose trees and uniforms it uses
 
 
 @dataclass
@@ -72,6 +83,7 @@ class _Acc:
     active: list[I64]
     accepted: list[int]
     verified: list[int]
+    lanes: list[int]
     hits: int = 0
     slots: int = 0
 
@@ -92,8 +104,9 @@ def _sources(pol: ReplayPolicy, trees: DraftTrees, s: int, p: int, seg: tuple[in
 
 
 def _step(inp: ReplayInputs, pol: ReplayPolicy, trees: DraftTrees, s: int, p: int, seg: tuple[int, int],
-          u: npt.NDArray[np.float64], acc: _Acc) -> int:
-    """One verification step rooted at ``p``; returns the drafts accepted."""
+          u: npt.NDArray[np.float64], acc: _Acc) -> tuple[int, Words, int]:
+    """One request's part of a verification step rooted at ``p``: (drafts accepted, the packed
+    experts its selected nodes touch, nodes verified)."""
     src = _sources(pol, trees, s, p, seg, inp.actual.shape[0], u)
     act = inp.actual[src]
     if inp.predict is None:
@@ -107,25 +120,68 @@ def _step(inp: ReplayInputs, pol: ReplayPolicy, trees: DraftTrees, s: int, p: in
     chosen = np.zeros(len(src), dtype=bool)
     chosen[sel] = True
     drafts = accepted_drafts(chosen, trees.true_node[s], seg[1] - 1 - p)
-    acc.active.append(layer_counts(np.bitwise_or.reduce(act[sel], axis=0), inp.n_layers))
-    acc.accepted.append(drafts)
-    acc.verified.append(len(sel))
-    return drafts
+    return drafts, np.bitwise_or.reduce(act[sel], axis=0), len(sel)
+
+
+def _ar_unions(inp: ReplayInputs, batch: int, passes: int) -> tuple[I64, I64]:
+    """Plain decoding of the same requests ``batch`` at a time: per step, the experts per layer
+    the batch's tokens touch together ([steps, L]) and the tokens in the step ([steps])."""
+    queue, out, sizes = list(inp.bounds) * passes, [], []
+    lanes: list[list[int]] = []
+    while queue or lanes:
+        while len(lanes) < batch and queue:
+            a, b = queue.pop(0)
+            lanes.append([a, b])
+        out.append(layer_counts(np.bitwise_or.reduce(inp.actual[[p for p, _ in lanes]], axis=0), inp.n_layers))
+        sizes.append(len(lanes))
+        lanes = [[p + 1, b] for p, b in lanes if p + 1 < b]
+    return np.array(out, dtype=np.int64).reshape(-1, inp.n_layers), np.array(sizes, dtype=np.int64)
 
 
 def replay(inp: ReplayInputs, pol: ReplayPolicy, rng: np.random.Generator) -> ReplayStats:
-    """Replay the trace ``pol.passes`` times; deterministic for a given ``rng`` state."""
+    """Replay the trace ``pol.passes`` times; deterministic for a given ``rng`` state.
+
+    Every (pass, trace segment) is a request. ``pol.batch`` requests are decoded together,
+    each from its own tree and selection; a step verifies all their selected nodes in one
+    forward, which touches the union of their experts; a request that ends is replaced by the
+    next one. Each pass draws its trees and routing uniforms up front, in a fixed order, and a
+    request-step takes the next draws of its pass, so batch 1 is the plain sequential replay."""
     n_tokens, n_nodes = inp.actual.shape[0], pol.shape.n_nodes
-    acc = _Acc([], [], [])
-    for _ in range(pol.passes):
+    acc = _Acc([], [], [], [])
+
+    def draws() -> tuple[DraftTrees, npt.NDArray[np.float64]]:
         trees = build_trees(pol.shape, pol.draft, tree_noise(rng, n_tokens, pol.shape))
-        uniforms = rng.random((n_tokens, n_nodes, UNIFORMS_PER_NODE))
-        s = 0
-        for seg in inp.bounds:
-            p = seg[0]
-            while p < seg[1]:
-                p += _step(inp, pol, trees, s, p, seg, uniforms[s], acc) + 1
-                s += 1
+        return trees, rng.random((n_tokens, n_nodes, UNIFORMS_PER_NODE))
+
+    # batch 1: one pass's draws at a time (memory); a batch may mix passes, so all are drawn first
+    rounds = [list(range(pol.passes))] if pol.batch > 1 else [[i] for i in range(pol.passes)]
+    for passes in rounds:
+        drawn = {i: draws() for i in passes}
+        step_of = dict.fromkeys(passes, 0)
+        queue = [(i, seg) for i in passes for seg in inp.bounds]
+        lanes: list[_Lane] = []
+        while queue or lanes:
+            while len(lanes) < pol.batch and queue:
+                i, seg = queue.pop(0)
+                lanes.append(_Lane(seg, seg[0], i))
+            union: Words | None = None
+            accepted = verified = 0
+            for lane in lanes:
+                trees, uniforms = drawn[lane.draws]
+                s = step_of[lane.draws]
+                step_of[lane.draws] = s + 1
+                drafts, sets, n = _step(inp, pol, trees, s, lane.pos, lane.seg, uniforms[s], acc)
+                union = sets if union is None else union | sets
+                accepted, verified = accepted + drafts, verified + n
+                lane.pos += drafts + 1
+            assert union is not None
+            acc.active.append(layer_counts(union, inp.n_layers))
+            acc.accepted.append(accepted)
+            acc.verified.append(verified)
+            acc.lanes.append(len(lanes))
+            lanes = [lane for lane in lanes if lane.pos < lane.seg[1]]
+    ar_active, ar_lanes = _ar_unions(inp, pol.batch, pol.passes) if pol.batch > 1 else (None, None)
     return ReplayStats(np.array(acc.active, dtype=np.int64).reshape(-1, inp.n_layers),
                        np.array(acc.accepted, dtype=np.int64), np.array(acc.verified, dtype=np.int64),
-                       acc.hits, acc.slots)
+                       acc.hits, acc.slots, np.array(acc.lanes, dtype=np.int64) if pol.batch > 1 else None,
+                       ar_active, ar_lanes)

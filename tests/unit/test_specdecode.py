@@ -291,3 +291,34 @@ def test_specdecode_validation_cases_pass() -> None:
     results = run_cases(specdecode_cases())
     assert results and all(r.name.startswith("specdecode/") for r in results)
     assert [r.name for r in results if not r.passed] == []
+
+
+def test_batch_one_is_the_sequential_replay_and_batches_conserve_tokens(small_trace) -> None:  # type: ignore[no-untyped-def]
+    from moesim.simulate.specdecode import replay_run
+
+    base = simulate_specdecode(_run(selector="ecospec"), small_trace).to_dict()
+    one = simulate_specdecode(_run(selector="ecospec", batch_size=1), small_trace).to_dict()
+    base.pop("sim"), one.pop("sim")
+    assert base == one and base["batch_size"] == 1
+    total = None
+    for b in (1, 2, 3):
+        stats = replay_run(_run(batch_size=b), small_trace).stats
+        lanes = stats.lanes if stats.lanes is not None else np.ones_like(stats.accepted)
+        produced = int((stats.accepted + lanes).sum())
+        total = produced if total is None else total
+        assert produced == total                   # every request decodes all its tokens, whatever the batch
+        assert lanes.max() <= b and (stats.verified >= lanes).all()
+    m2 = simulate_specdecode(_run(batch_size=2), small_trace).to_dict()
+    assert m2["batch_size"] == 2 and m2["mean_active_experts"] >= base["mean_active_experts"]   # unions grow
+    assert m2["rho"] == pytest.approx(m2["ar"]["t_step_s"] / m2["t_verify_s"])
+    assert m2["speedup_vs_ar"] == pytest.approx(m2["tokens_per_s"] / m2["ar"]["tokens_per_s"])
+
+
+def test_draft_mu_moves_acceptance(spec_cli, trace_file: Path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    args = ("specdecode", "--model", "olmoe-1b-7b", "--trace", str(trace_file), "--passes", "2", "--json")
+    low = json.loads(spec_cli(*args, "--draft-mu", "-3").out)
+    high = json.loads(spec_cli(*args, "--draft-mu", "3").out)
+    assert low["acceptance_length"] < high["acceptance_length"]
+    assert high["config"]["draft"]["top1_logit_mean"] == 3.0

@@ -68,6 +68,7 @@ class SpecDecodeConfig(RunConfig):
     passes: int
     tree: dict[str, int]
     draft: dict[str, float]
+    drafter: str = "eagle3"
     routing: dict[str, Any]
     predictor: dict[str, Any]
     t_draft_ms: float | None

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
 from moesim.cli.prefill_cmd import parse_overrides
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL
 from moesim.config.device import GPUServerProfile
 from moesim.config.loading import validate_data
-from moesim.config.specdecode import SELECTORS, SpecDecodeRun, parse_predictor, parse_routing
+from moesim.config.specdecode import MTP_TOP1_LOGIT, SELECTORS, SpecDecodeRun, parse_predictor, parse_routing
 from moesim.errors import InputError
 from moesim.plotting import check_figure_path, pyplot, save_figure
 from moesim.results import SpecDecodeMetrics
@@ -71,6 +72,9 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
 @click.option("--passes", type=int, default=8, show_default=True, help="Replays of the whole trace.")
 @click.option("--batch-size", type=int, default=1, show_default=True,
               help="Requests decoded together (one verification over the union of their trees' experts).")
+@click.option("--draft", "drafter", type=click.Choice(["eagle3", "mtp"]), default="eagle3", show_default=True,
+              help="The draft: an EAGLE-3 tree, or the model's MTP module (DeepSeek-V3.1: one extra token a step, "
+              "85-90% accepted; tree 1 x 1 and gamma 2 unless given).")
 @click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance): default, the value "
               "fitted to gpt-oss-120b's alpha = 1.88.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -83,14 +87,20 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def specdecode(model: str, device: str, trace_path: str | None, selector: str | None, gamma: int, predictor: str,
                depth: int, width: int, draft_routing: str, epsilon: float, t_draft_ms: float | None,
-               t_pred_ms: float | None, passes: int, batch_size: int, draft_mu: float | None, seed: int,
+               t_pred_ms: float | None, passes: int, batch_size: int, drafter: str, draft_mu: float | None, seed: int,
                overrides: tuple[str, ...], gamma_sweep: str | None, plot: str | None, as_json: bool) -> None:
     """Simulate speculative decoding with draft trees and a selection rule (EcoSpec), batch 1 or more."""
+    if drafter == "mtp":     # a one-token chain unless the user said otherwise
+        source = click.get_current_context().get_parameter_source
+        depth, width = (1 if source("depth") == ParameterSource.DEFAULT else depth,
+                        1 if source("width") == ParameterSource.DEFAULT else width)
+        gamma = 2 if source("gamma") == ParameterSource.DEFAULT else gamma
+        draft_mu = MTP_TOP1_LOGIT if draft_mu is None else draft_mu
     run = validate_data(SpecDecodeRun, {
         "model": model, "device": device, "trace": trace_path, "selector": selector or "confidence",
         "gamma": gamma, "predictor": parse_predictor(predictor), "tree": {"depth": depth, "width": width},
         "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,
-        "t_pred_ms": t_pred_ms, "passes": passes, "batch_size": batch_size, "seed": seed,
+        "t_pred_ms": t_pred_ms, "passes": passes, "batch_size": batch_size, "drafter": drafter, "seed": seed,
         "overrides": parse_overrides(overrides),
         **({"draft": {"top1_logit_mean": draft_mu}} if draft_mu is not None else {})})
     profile = gpu_profile(run.device, run.overrides)
@@ -109,7 +119,8 @@ def show_specdecode(metrics: SpecDecodeMetrics, as_json: bool) -> None:
         emit_json(m)
         return
     cfg, tr = m["config"], m["config"]["trace"]
-    click.echo(f"{cfg['model']} on {cfg['device']}: {cfg['selector']}, gamma {cfg['gamma']}, tree "
+    click.echo(f"{cfg['model']} on {cfg['device']}: draft {cfg['drafter']}, {cfg['selector']}, gamma {cfg['gamma']}, "
+               f"batch {m['batch_size']}, tree "
                f"{cfg['tree']['depth']} x {cfg['tree']['width']}, predictor {cfg['predictor']['kind']}, "
                f"draft routing {cfg['routing']['kind']}")
     if cfg["overrides"]:

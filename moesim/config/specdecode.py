@@ -20,7 +20,8 @@ from moesim.errors import InputError
 __all__ = ["SELECTORS", "Selector", "DraftTree", "DraftAccuracy", "NearbyRouting", "RequestRouting",
            "TraceRouting", "SamePositionRouting", "MixtureRouting", "DraftRouting", "OraclePredictor",
            "AccuracyPredictor", "LearnedPredictor", "Predictor", "SpecDecodeRun", "parse_predictor",
-           "parse_routing", "FITTED_TOP1_LOGIT", "FITTED_CONTEXT_FREE_SHARE"]
+           "parse_routing", "FITTED_TOP1_LOGIT", "FITTED_CONTEXT_FREE_SHARE", "MTP_TOP1_LOGIT", "MTP_ACCEPTANCE",
+           "MTP_MODELS"]
 
 #: The draft selection rules (moesim.policies.specdecode.select): which tree nodes are verified.
 Selector = Literal["confidence", "ecospec", "global-cost"]
@@ -30,6 +31,14 @@ SELECTORS: tuple[Selector, ...] = get_args(Selector)
 #: its real nvmoe trace, seed 0): the draft's mean top-1 logit matches alpha = 1.88, the
 #: context-free share of non-true draft routing matches E = 11.6 (BRIEF.md section 6).
 FITTED_TOP1_LOGIT = -0.3127
+#: DeepSeek-V3's multi-token-prediction module as the draft (``drafter = "mtp"``): "the acceptance
+#: rate of the second token prediction ranges between 85% and 90%" (DeepSeek-V3 technical report,
+#: arXiv 2412.19437, section 5.4.3); the draft's mean top-1 logit that gives E[sigmoid(mu + 1.5 z)]
+#: = 0.875, the middle of that range (0.85: 2.371, 0.90: 2.953; tests/unit/test_specdecode.py).
+MTP_TOP1_LOGIT = 2.6397
+MTP_ACCEPTANCE = (0.85, 0.90)
+#: models that ship an MTP module (DeepSeek-V3 and its updates)
+MTP_MODELS = ("deepseek-v3.1",)
 FITTED_CONTEXT_FREE_SHARE = 0.9557
 
 
@@ -146,11 +155,25 @@ class SpecDecodeRun(Frozen):
     t_draft_ms: NonNegativeFloat | None = Field(None, description="draft time per step; None = published or estimated")
     t_pred_ms: NonNegativeFloat | None = Field(None, description="predictor time per step; None = 4 ms when used")
     passes: Annotated[int, Field(ge=1, le=100)] = Field(8, description="replays of the whole trace")
+    drafter: Literal["eagle3", "mtp"] = Field(
+        "eagle3", description="the draft: an EAGLE-3 tree, or the model's own MTP module (one extra token a step)")
     batch_size: Annotated[int, Field(ge=1, le=64)] = Field(
         1, description="requests decoded together: one verification forward over the union of their trees' experts")
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")
+
+    @model_validator(mode="after")
+    def _mtp_is_a_one_token_chain(self) -> SpecDecodeRun:
+        if self.drafter != "mtp":
+            return self
+        if self.model not in MTP_MODELS:
+            raise ValueError(f"drafter 'mtp' needs a model with an MTP module ({', '.join(MTP_MODELS)}), "
+                             f"got {self.model!r}")
+        if (self.tree.depth, self.tree.width) != (1, 1) or self.gamma > 2:
+            raise ValueError(f"drafter 'mtp' proposes one token a step: tree 1 x 1 and gamma <= 2, got tree "
+                             f"{self.tree.depth} x {self.tree.width} and gamma {self.gamma}")
+        return self
 
     @model_validator(mode="after")
     def _gamma_fits_tree(self) -> SpecDecodeRun:

@@ -133,6 +133,8 @@ def _draft_s(run: SpecDecodeRun, profile: GPUServerProfile, params: VerifyParams
         return 0.0, "none: gamma 1 verifies no draft"
     if run.t_draft_ms is not None:
         return run.t_draft_ms / 1e3, "given"
+    if run.drafter == "mtp":
+        return draft_time_estimate(params, 1), "estimated: the MTP module (one decoder layer) + the shared LM head"
     if run.model in PUBLISHED_DRAFT_S and profile.runtime.kind == "transformers-loop":
         return PUBLISHED_DRAFT_S[run.model] * run.tree.depth / 3, "paper: EAGLE-3 draft time (BRIEF.md section 6)"
     return draft_time_estimate(params, run.tree.depth), "estimated: one decoder layer + LM head per draft step"
@@ -194,7 +196,7 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
     metrics, steps = _metrics(run, device, params, rep.stats, rep.predictor)
     wall = time.perf_counter() - wall0
     resolved = run.model_dump(mode="json", include={"selector", "gamma", "epsilon", "passes", "tree", "draft",
-                                                    "routing", "predictor", "t_draft_ms", "t_pred_ms"})
+                                                    "drafter", "routing", "predictor", "t_draft_ms", "t_pred_ms"})
     metrics["config"] = SpecDecodeConfig(
         **run_config("specdecode", run, device.name, profile_hash(device), rep.trace), **resolved)
     metrics["sim"] = {"wall_s": wall, "steps_per_wall_s": metrics["steps"] / wall if wall > 0 else 0.0}

@@ -322,3 +322,26 @@ def test_draft_mu_moves_acceptance(spec_cli, trace_file: Path) -> None:  # type:
     high = json.loads(spec_cli(*args, "--draft-mu", "3").out)
     assert low["acceptance_length"] < high["acceptance_length"]
     assert high["config"]["draft"]["top1_logit_mean"] == 3.0
+
+
+def test_mtp_draft_constant_matches_the_published_acceptance() -> None:
+    from moesim.config.specdecode import MTP_ACCEPTANCE, MTP_TOP1_LOGIT
+
+    x, w = np.polynomial.hermite_e.hermegauss(80)
+    w = w / w.sum()
+
+    def accept(mu: float) -> float:
+        return float((w / (1 + np.exp(-(mu + 1.5 * x)))).sum())
+
+    assert accept(MTP_TOP1_LOGIT) == pytest.approx(sum(MTP_ACCEPTANCE) / 2, abs=1e-3)
+    assert MTP_ACCEPTANCE[0] < accept(MTP_TOP1_LOGIT) < MTP_ACCEPTANCE[1]
+
+
+def test_mtp_needs_an_mtp_model_and_a_one_token_chain(spec_cli) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError, match="drafter 'mtp' needs a model with an MTP module"):
+        validate_data(SpecDecodeRun, {"model": "olmoe-1b-7b", "drafter": "mtp", "gamma": 2,
+                                      "tree": {"depth": 1, "width": 1}})
+    with pytest.raises(InputError, match="drafter 'mtp' proposes one token a step"):
+        validate_data(SpecDecodeRun, {"model": "deepseek-v3.1", "drafter": "mtp"})
+    res = spec_cli("specdecode", "--model", "olmoe-1b-7b", "--draft", "mtp")
+    assert res.code == 2 and "needs a model with an MTP module" in res.err

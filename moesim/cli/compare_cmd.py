@@ -39,7 +39,7 @@ def _names(text: str | None) -> list[str] | None:
 @click.option("--tokens", default="1024", show_default=True, metavar="N1,N2,...", help="Prompt lengths.")
 @click.option("--policies", metavar="P1,P2,...", help=f"Policies to compare [default: all: {', '.join(POLICY_NAMES)}]")
 @click.option("--baseline", default="resident", show_default=True,
-              help="The policy the speedup and memory ratio are taken against.")
+              help="The policy the speedup, memory and energy ratios are taken against.")
 @click.option("--memory-budget-gib", type=float, help="Peak-memory budget for every policy.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE", help="Profile what-if (repeatable).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -51,7 +51,8 @@ def compare(model: str, device: str, tokens: str, policies: str | None, baseline
             memory_budget_gib: float | None, overrides: tuple[str, ...], seed: int, plot: str | None,
             quiet: bool, as_json: bool) -> None:
     """Compare prefill policies (EStream and the baselines) in one table: TTFT, tokens/s, peak
-    memory, bubble, and speedup and memory ratio against --baseline (above 1 = better)."""
+    memory, bubble, energy, and speedup, memory and energy ratios against --baseline (above 1 =
+    better)."""
     from moesim.plotting import check_figure_path
     from moesim.report.compare import compare_policies, plot_plane
 

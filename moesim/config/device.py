@@ -102,6 +102,9 @@ class ArenaSection(Section):
     max_mapped_GiB: PositiveFloat
     min_banks_count: PositiveInt
     bank_alignment_KiB: PositiveFloat
+    ready_latency_us: NonNegativeFloat = Field(
+        0.0, description="per group, after its read: the loader's cache maintenance of the bank (dma-buf sync) "
+                         "before the NPU may read it; added to each read's request latency")
 
 
 class CPUSection(Section):

@@ -138,5 +138,8 @@ class PrefillRun(Frozen):
     memory_budget_GiB: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
     trace: str | None = Field(None, description="canonical trace file; None = the model's default source")
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
+    kv_retention: Literal["all-layers", "current-layer"] = Field(
+        "all-layers", description="NPU policies: keep every layer's K/V for the decoding that follows (the "
+                                  "brief's memory formula), or only the current layer's (a prefill-only service)")
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")

@@ -110,8 +110,12 @@ def cpu_backend(p: MobileNPUProfile) -> Backend:
     )
 
 
-def ufs_params(p: MobileNPUProfile) -> UFSParams:
+def ufs_params(p: MobileNPUProfile, into_arena: bool = True) -> UFSParams:
+    """UFS reads; ``into_arena``: reads into an NPU bank, each followed by the bank's cache
+    maintenance (``arena.ready_latency_us``) before the NPU may use it (page-cache reads of the
+    mmap baseline have none)."""
     bw = p.ufs.effective_read_bw_GBps
     if bw is None:
         bw = p.ufs.require("effective_read_bw_GBps", p.name)
-    return UFSParams(latency_ns=p.ufs.require("read_latency_us", p.name) * 1e3, B_per_ns=bw)
+    latency_us = p.ufs.require("read_latency_us", p.name) + (p.arena.ready_latency_us if into_arena else 0.0)
+    return UFSParams(latency_ns=latency_us * 1e3, B_per_ns=bw)

@@ -59,7 +59,7 @@ def _non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRu
                               routed_max=min(routed_max, ub), kv_tokens=n)
     weights = model.total_weight_bytes("q4_0") if plan_kind == "resident" else model.resident_non_expert_bytes("q4_0")
     return prefill_memory(model, n, weights_B=weights, arena_B=0, runtime_B=runtime_B, routed_max=routed_max,
-                          kv_all_layers=False)
+                          kv_all_layers=run.kv_retention == "all-layers")
 
 
 def base_memory(model: ModelSpec, device: MobileNPUProfile, n_tokens: int, routed_max: int) -> int:
@@ -120,7 +120,7 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
     _arena_checks(plan, device, arena_budget, run)
     sim = Sim(run.seed)
     be = npu_backend(device) if plan.backend == "npu" else cpu_backend(device)
-    ufs = ufs_params(device) if plan.io != "none" else None
+    ufs = ufs_params(device, into_arena=plan.io == "stream") if plan.io != "none" else None
     tail = lm_head_op(model, be)
     if plan.backend == "npu":
         non_ffn = [layer_non_ffn(model, run.tokens, layer, be) for layer in range(model.num_layers)]

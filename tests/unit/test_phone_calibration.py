@@ -99,3 +99,21 @@ def test_olmoe_4k_ttft_inside_its_interval(phone: MobileNPUProfile) -> None:
     run = PrefillRun(model="olmoe-1b-7b", device="sd8-elite-gen5", tokens=4096)
     low, high = simulate_prefill(run).metrics.ttft_s_interval or (0.0, 0.0)
     assert low <= 2.12 <= high
+
+
+def test_bank_cache_maintenance_delays_arena_reads_only(phone: MobileNPUProfile) -> None:
+    from moesim.cost.params import ufs_params
+
+    arena, page_cache = ufs_params(phone), ufs_params(phone, into_arena=False)
+    assert arena.latency_ns - page_cache.latency_ns == pytest.approx(phone.arena.ready_latency_us * 1e3)
+    assert arena.B_per_ns == page_cache.B_per_ns
+
+
+def test_kv_retention_counts_every_layer_by_default() -> None:
+    base = {"model": "olmoe-1b-7b", "device": "sd8-elite-gen5", "tokens": 256, "trace": str(bundled_trace_path()),
+            "policy": {"kind": "naive"}}
+    full = simulate_prefill(PrefillRun.model_validate(base)).metrics
+    one = simulate_prefill(PrefillRun.model_validate({**base, "kv_retention": "current-layer"})).metrics
+    model = load_model("olmoe-1b-7b")
+    assert full.memory_gib["kv_cache"] == pytest.approx(one.memory_gib["kv_cache"] * model.num_attention_layers)
+    assert full.ttft_s == one.ttft_s

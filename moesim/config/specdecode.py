@@ -18,7 +18,8 @@ from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL
 from moesim.errors import InputError
 
 __all__ = ["SELECTORS", "Selector", "DraftTree", "DraftAccuracy", "NearbyRouting", "RequestRouting",
-           "TraceRouting", "SamePositionRouting", "MixtureRouting", "DraftRouting", "OraclePredictor",
+           "TraceRouting", "SamePositionRouting", "MixtureRouting", "AlternativeRouting", "DraftRouting",
+           "OraclePredictor",
            "AccuracyPredictor", "LearnedPredictor", "Predictor", "SpecDecodeRun", "parse_predictor",
            "parse_routing", "FITTED_TOP1_LOGIT", "FITTED_CONTEXT_FREE_SHARE", "MTP_TOP1_LOGIT", "MTP_ACCEPTANCE",
            "MTP_MODELS"]
@@ -110,8 +111,17 @@ class MixtureRouting(Frozen):
     window: PositiveInt = 8
 
 
-DraftRouting = Annotated[NearbyRouting | RequestRouting | TraceRouting | SamePositionRouting | MixtureRouting,
-                         Field(discriminator="kind")]
+class AlternativeRouting(Frozen):
+    """A non-true draft is an alternative continuation of the same prefix: at each MoE layer it
+    routes like the true token at its position with probability ``layer_share`` (the shared
+    context drives that layer's router), else like a token drawn from the whole trace."""
+
+    kind: Literal["alternative"] = "alternative"
+    layer_share: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
+
+
+DraftRouting = Annotated[NearbyRouting | RequestRouting | TraceRouting | SamePositionRouting | MixtureRouting
+                         | AlternativeRouting, Field(discriminator="kind")]
 
 
 class OraclePredictor(Frozen):
@@ -204,7 +214,7 @@ def parse_predictor(text: str) -> dict[str, object]:
 
 def parse_routing(text: str) -> dict[str, object]:
     """``"mixture"``, ``"mixture:0.5"``, ``"nearby:8"``, ``"request"``, ``"trace"``,
-    ``"same-position"`` -> config data."""
+    ``"same-position"``, ``"alternative:0.5"`` -> config data."""
     kind, _, arg = text.partition(":")
     try:
         if kind in ("request", "trace", "same-position") and not arg:
@@ -213,7 +223,9 @@ def parse_routing(text: str) -> dict[str, object]:
             return {"kind": "nearby", "window": int(arg)} if arg else {"kind": "nearby"}
         if kind == "mixture":
             return {"kind": "mixture", "context_free_share": float(arg)} if arg else {"kind": "mixture"}
+        if kind == "alternative":
+            return {"kind": "alternative", "layer_share": float(arg)} if arg else {"kind": "alternative"}
     except ValueError:
         pass
-    raise InputError("draft-routing", "must be mixture[:SHARE], nearby[:WINDOW], request, trace or same-position",
-                     text)
+    raise InputError("draft-routing", "must be mixture[:SHARE], nearby[:WINDOW], request, trace, same-position or "
+                     "alternative[:SHARE]", text)

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from moesim.config.specdecode import DraftAccuracy, DraftRouting, Selector
+from moesim.config.specdecode import AlternativeRouting, DraftAccuracy, DraftRouting, Selector
 from moesim.policies.specdecode.bits import Words, layer_counts
 from moesim.policies.specdecode.predict import PredictFn
-from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, draft_sources
+from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, draft_sources, layer_mask
 from moesim.policies.specdecode.select import path_footprints, select_confidence, select_nodes
 from moesim.policies.specdecode.tree import DraftTrees, TreeShape, accepted_drafts, build_trees, tree_noise
 
@@ -89,30 +89,48 @@ class _Acc:
 
 
 def _sources(pol: ReplayPolicy, trees: DraftTrees, s: int, p: int, seg: tuple[int, int], n_tokens: int,
-             u: npt.NDArray[np.float64]) -> I64:
+             u: npt.NDArray[np.float64]) -> tuple[I64, I64, list[int]]:
+    """(source token of each node, the trace position each node stands at, the true nodes)."""
     depth = pol.shape.node_depth
     a, b = seg
-    src = draft_sources(pol.routing, np.minimum(p + depth, b - 1).astype(np.int64), a, b, n_tokens, u)
+    pos = np.minimum(p + depth, b - 1).astype(np.int64)
+    src = draft_sources(pol.routing, pos, a, b, n_tokens, u)
     tn = trees.true_node[s]
+    true = [0]
     for d in range(1, min(pol.shape.depth, b - 1 - p) + 1):
         node = int(tn[d])
         if node < 0:
             break
         src[node] = p + d
+        true.append(node)
     src[0] = p
-    return src
+    return src, pos, true
+
+
+def _mixed(first: Words, second: Words, mask: npt.NDArray[np.bool_], n_layers: int) -> Words:
+    """Per node and layer, ``second``'s words where ``mask`` is set, else ``first``'s."""
+    wide = np.repeat(mask, first.shape[1] // n_layers, axis=1)
+    out: Words = np.where(wide, second, first)
+    return out
 
 
 def _step(inp: ReplayInputs, pol: ReplayPolicy, trees: DraftTrees, s: int, p: int, seg: tuple[int, int],
           u: npt.NDArray[np.float64], acc: _Acc) -> tuple[int, Words, int]:
     """One request's part of a verification step rooted at ``p``: (drafts accepted, the packed
     experts its selected nodes touch, nodes verified)."""
-    src = _sources(pol, trees, s, p, seg, inp.actual.shape[0], u)
+    src, pos, true = _sources(pol, trees, s, p, seg, inp.actual.shape[0], u)
     act = inp.actual[src]
+    mask = None
+    if isinstance(pol.routing, AlternativeRouting):   # alternatives share layers with the true token there
+        mask = layer_mask(u, inp.n_layers, pol.routing.layer_share)
+        mask[true] = False
+        act = _mixed(act, inp.actual[pos], mask, inp.n_layers)
     if inp.predict is None:
         sel = select_confidence(trees.prob[s], pol.gamma)
     else:
         pred = inp.predict(p, src, pol.shape.node_depth)
+        if mask is not None:
+            pred = _mixed(pred, inp.predict(p, pos, pol.shape.node_depth), mask, inp.n_layers)
         fp = path_footprints(trees.parent[s], pol.shape.node_depth, pred)
         sel = select_nodes(pol.rule, trees.prob[s], fp, pred[0], pol.gamma, pol.epsilon)
         acc.hits += int(np.bitwise_count(pred[sel] & act[sel]).sum())

@@ -345,3 +345,16 @@ def test_mtp_needs_an_mtp_model_and_a_one_token_chain(spec_cli) -> None:  # type
         validate_data(SpecDecodeRun, {"model": "deepseek-v3.1", "drafter": "mtp"})
     res = spec_cli("specdecode", "--model", "olmoe-1b-7b", "--draft", "mtp")
     assert res.code == 2 and "needs a model with an MTP module" in res.err
+
+
+def test_alternative_routing_spans_context_free_to_same_position(small_trace) -> None:  # type: ignore[no-untyped-def]
+    def e(routing: dict[str, object]) -> tuple[float, float]:
+        m = simulate_specdecode(_run(routing=routing), small_trace).to_dict()
+        return m["mean_active_experts"], m["acceptance_length"]
+
+    same, full = e({"kind": "same-position"}), e({"kind": "alternative", "layer_share": 1.0})
+    free, none = e({"kind": "trace"}), e({"kind": "alternative", "layer_share": 0.0})
+    half = e({"kind": "alternative", "layer_share": 0.5})
+    assert full == same and none[0] == free[0]        # the two ends of the mixture
+    assert same[0] <= half[0] <= free[0]             # sharing layers with the true token shrinks the union
+    assert parse_routing("alternative:0.25") == {"kind": "alternative", "layer_share": 0.25}

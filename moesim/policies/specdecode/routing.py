@@ -10,7 +10,10 @@ and context) of a *source* token of the trace chosen by the run's
 * ``request``: uniform over the other tokens of the same request;
 * ``trace``: uniform over the other tokens of the whole trace (no context locality);
 * ``same-position``: the true token at that position (the optimistic bound);
-* ``mixture``: ``trace`` with probability ``context_free_share``, else ``nearby:W``.
+* ``mixture``: ``trace`` with probability ``context_free_share``, else ``nearby:W``;
+* ``alternative``: per MoE layer, the true token at the node's position with probability
+  ``layer_share``, else the ``trace`` source (:func:`layer_mask` draws the layers; the replay
+  mixes the two routings layer by layer).
 
 Each node uses three pre-drawn uniforms ``u[:, 0..2]`` whatever the choice, so changing the
 choice (or the share) leaves every other random draw of a run unchanged.
@@ -21,9 +24,16 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from moesim.config.specdecode import DraftRouting, MixtureRouting, NearbyRouting, RequestRouting, TraceRouting
+from moesim.config.specdecode import (
+    AlternativeRouting,
+    DraftRouting,
+    MixtureRouting,
+    NearbyRouting,
+    RequestRouting,
+    TraceRouting,
+)
 
-__all__ = ["UNIFORMS_PER_NODE", "draft_sources"]
+__all__ = ["UNIFORMS_PER_NODE", "draft_sources", "layer_mask"]
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -54,9 +64,39 @@ def draft_sources(routing: DraftRouting, pos: I64, start: int, stop: int, n_toke
     if isinstance(routing, RequestRouting):
         return _other_in(pos, np.full_like(pos, start), np.full_like(pos, stop - 1), u[:, 0])
     everywhere = _other_in(pos, np.zeros_like(pos), np.full_like(pos, n_tokens - 1), u[:, 1])
-    if isinstance(routing, TraceRouting):
+    if isinstance(routing, (TraceRouting, AlternativeRouting)):   # alternative: the context-free part
         return everywhere
     if isinstance(routing, MixtureRouting):
         near = _nearby(pos, start, stop, routing.window, u[:, 0])
         return np.where(u[:, 2] < routing.context_free_share, everywhere, near)
     return pos.copy()   # same-position
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _splitmix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    with np.errstate(over="ignore"):
+        x = x + _GOLDEN
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def layer_mask(u: F64, n_layers: int, share: float) -> npt.NDArray[np.bool_]:
+    """``[nodes, layers]``: True where an ``alternative`` node routes like the true token at its
+    position; drawn from the node's third uniform, hashed per layer (no extra random draws, so
+    the rest of the run is unchanged).
+
+    >>> m = layer_mask(np.array([[0.0, 0.0, 0.25]] * 2000), 4, 0.3)
+    >>> bool((m == m[0]).all()), m.shape
+    (True, (2000, 4))
+    >>> round(float(layer_mask(np.random.default_rng(0).random((4000, 3)), 8, 0.3).mean()), 2)
+    0.3
+    """
+    seeds = (u[:, 2] * 2.0**53).astype(np.uint64)
+    layers = np.arange(n_layers, dtype=np.uint64) * _GOLDEN
+    draws = (_splitmix(seeds[:, None] ^ layers[None, :]) >> np.uint64(11)).astype(np.float64) / 2.0**53
+    out: npt.NDArray[np.bool_] = draws < share
+    return out
+

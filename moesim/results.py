@@ -69,6 +69,7 @@ class SpecDecodeConfig(RunConfig):
     tree: dict[str, int]
     draft: dict[str, float]
     drafter: str = "eagle3"
+    requests: str | None = None
     routing: dict[str, Any]
     predictor: dict[str, Any]
     t_draft_ms: float | None

@@ -72,6 +72,8 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
 @click.option("--passes", type=int, default=8, show_default=True, help="Replays of the whole trace.")
 @click.option("--batch-size", type=int, default=1, show_default=True,
               help="Requests decoded together (one verification over the union of their trees' experts).")
+@click.option("--requests", metavar="LABEL", help="Replay only the requests whose label contains LABEL "
+              "(a dataset of the trace: gpt-oss-120b chat, code, story, summarize; mixtral gsm8k, humaneval).")
 @click.option("--draft", "drafter", type=click.Choice(["eagle3", "mtp"]), default="eagle3", show_default=True,
               help="The draft: an EAGLE-3 tree, or the model's MTP module (DeepSeek-V3.1: one extra token a step, "
               "85-90% accepted; tree 1 x 1 and gamma 2 unless given).")
@@ -87,7 +89,8 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def specdecode(model: str, device: str, trace_path: str | None, selector: str | None, gamma: int, predictor: str,
                depth: int, width: int, draft_routing: str, epsilon: float, t_draft_ms: float | None,
-               t_pred_ms: float | None, passes: int, batch_size: int, drafter: str, draft_mu: float | None, seed: int,
+               t_pred_ms: float | None, passes: int, batch_size: int, requests: str | None, drafter: str,
+               draft_mu: float | None, seed: int,
                overrides: tuple[str, ...], gamma_sweep: str | None, plot: str | None, as_json: bool) -> None:
     """Simulate speculative decoding with draft trees and a selection rule (EcoSpec), batch 1 or more."""
     if drafter == "mtp":     # a one-token chain unless the user said otherwise
@@ -100,7 +103,8 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
         "model": model, "device": device, "trace": trace_path, "selector": selector or "confidence",
         "gamma": gamma, "predictor": parse_predictor(predictor), "tree": {"depth": depth, "width": width},
         "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,
-        "t_pred_ms": t_pred_ms, "passes": passes, "batch_size": batch_size, "drafter": drafter, "seed": seed,
+        "t_pred_ms": t_pred_ms, "passes": passes, "batch_size": batch_size, "requests": requests, "drafter": drafter,
+        "seed": seed,
         "overrides": parse_overrides(overrides),
         **({"draft": {"top1_logit_mean": draft_mu}} if draft_mu is not None else {})})
     profile = gpu_profile(run.device, run.overrides)

@@ -88,13 +88,18 @@ def resolve_trace(run: SpecDecodeRun, model: ModelSpec, trace: RoutingTrace | No
     return trace
 
 
-def decode_runs(trace: RoutingTrace) -> tuple[npt.NDArray[np.int64], tuple[tuple[int, int], ...]]:
-    """Indices of the decode tokens of sequential requests, and their runs as ranges of that list."""
+def decode_runs(trace: RoutingTrace, requests: str | None = None,
+                ) -> tuple[npt.NDArray[np.int64], tuple[tuple[int, int], ...]]:
+    """Indices of the decode tokens of sequential requests (those whose label contains
+    ``requests``, when given), and their runs as ranges of that list."""
+    if requests is not None and not any(requests in info.label for info in trace.meta.segments):
+        labels = ", ".join(info.label for info in trace.meta.segments)
+        raise InputError("requests", f"must match a request label of the trace ({labels})", requests)
     keep: list[npt.NDArray[np.int64]] = []
     bounds: list[tuple[int, int]] = []
     n = 0
     for (a, b), info in zip(trace.segment_bounds(), trace.meta.segments):
-        if not info.sequential:
+        if not info.sequential or (requests is not None and requests not in info.label):
             continue
         idx = np.flatnonzero(trace.phase[a:b] == DECODE) + a
         for run in np.split(idx, np.flatnonzero(np.diff(idx) != 1) + 1):
@@ -163,7 +168,7 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replaye
     """Resolve the trace and predictor of ``run`` and replay it (no device needed)."""
     model = load_model(run.model)
     trace = resolve_trace(run, model, trace)
-    keep, bounds = decode_runs(trace)
+    keep, bounds = decode_runs(trace, run.requests)
     experts, n_exp = trace.experts[keep], model.moe.num_routed_experts
     token_ids = None if trace.token_ids is None else trace.token_ids[keep]
     # two independent streams: the replay's draws do not depend on which predictor is used
@@ -196,7 +201,8 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
     metrics, steps = _metrics(run, device, params, rep.stats, rep.predictor)
     wall = time.perf_counter() - wall0
     resolved = run.model_dump(mode="json", include={"selector", "gamma", "epsilon", "passes", "tree", "draft",
-                                                    "drafter", "routing", "predictor", "t_draft_ms", "t_pred_ms"})
+                                                    "drafter", "routing", "predictor", "t_draft_ms", "t_pred_ms",
+                                                    "requests"})
     metrics["config"] = SpecDecodeConfig(
         **run_config("specdecode", run, device.name, profile_hash(device), rep.trace), **resolved)
     metrics["sim"] = {"wall_s": wall, "steps_per_wall_s": metrics["steps"] / wall if wall > 0 else 0.0}

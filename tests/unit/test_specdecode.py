@@ -358,3 +358,16 @@ def test_alternative_routing_spans_context_free_to_same_position(small_trace) ->
     assert full == same and none[0] == free[0]        # the two ends of the mixture
     assert same[0] <= half[0] <= free[0]             # sharing layers with the true token shrinks the union
     assert parse_routing("alternative:0.25") == {"kind": "alternative", "layer_share": 0.25}
+
+
+def test_requests_filter_replays_one_dataset(small_trace) -> None:  # type: ignore[no-untyped-def]
+    from moesim.simulate.specdecode import decode_runs
+
+    labels = [s.label for s in small_trace.meta.segments]
+    keep_all, bounds_all = decode_runs(small_trace)
+    keep_one, bounds_one = decode_runs(small_trace, labels[0])
+    assert 0 < len(keep_one) < len(keep_all) and len(bounds_one) < len(bounds_all)
+    m = simulate_specdecode(_run(requests=labels[0]), small_trace).to_dict()
+    assert m["config"]["requests"] == labels[0]
+    with pytest.raises(InputError, match="requests must match a request label of the trace"):
+        decode_runs(small_trace, "no-such-dataset")

@@ -76,7 +76,8 @@ def specdecode_cases() -> list[Case]:
     cases.append(Case("specdecode/cpu-verify-linear-in-union", 0.0,
                       "measured here: one MoE layer's verification time on this CPU (per-active-expert loop over "
                       "the native Q4_0 kernel), t = a + b x union fitted on unions 8/16/24/32; value = MAPE on "
-                      "held-out unions 10/13/19/27/30, fastest of 7 interleaved repeats (moesim.calibrate.verify_cpu)",
+                      "held-out unions 10/13/19/27/30; per union the median over 3 expert sets of the fastest of "
+                      "7 interleaved repeats (moesim.calibrate.verify_cpu)",
                       0.0, "range",
                       _cpu_verify_mape, fitted_to=False, unit="MAPE", low=0.0, high=0.10))
     return cases

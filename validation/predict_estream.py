@@ -27,6 +27,7 @@ from moesim.config.prefill import (
 )
 from moesim.errors import MoesimError
 from moesim.files import write_text_atomic
+from moesim.report.compare import bound_of
 from moesim.simulate.prefill import simulate_prefill
 
 MODELS = ["olmoe-1b-7b", "deepseek-v2-lite", "lfm2.5-8b-a1b", "qwen3-30b-a3b", "mixtral-8x7b"]
@@ -53,7 +54,7 @@ def _row(model: str, tokens: int, policy: object) -> dict[str, object]:
     compute, ufs = util.get("npu", util.get("cpu", 0.0)), util.get("ufs", 0.0)
     row = {"model": model, "tokens": tokens, "policy": cfg["policy"], "group_size": cfg["group_size"],
            "banks": cfg["banks"], "bubble_share": round(m["bubble_share"], 4), "util_compute": round(compute, 3),
-           "util_ufs": round(ufs, 3), "bound": _bound(m, compute, ufs),
+           "util_ufs": round(ufs, 3), "bound": bound_of(m),
            "io_amplification": round(m["io_amplification"], 3), "routing": tr["source"],
            "synthetic": tr["synthetic"], "note": note}
     row["tokens_per_j"] = round(m["tokens_per_j"], 2)
@@ -61,16 +62,6 @@ def _row(model: str, tokens: int, policy: object) -> dict[str, object]:
         row[key] = round(m[key], digits)
         row[f"{key}_low"], row[f"{key}_high"] = (round(x, digits) for x in m[f"{key}_interval"])
     return row
-
-
-def _bound(m: dict[str, object], compute: float, ufs: float) -> str:
-    """The critical path: the storage if the engine waits on it for over half the run."""
-    share = float(m["bubble_share_total"])  # type: ignore[arg-type]
-    if share > 0.5:
-        return f"UFS ({ufs:.0%} busy)"
-    if share > 0.1:
-        return f"mixed (compute {compute:.0%}, UFS {ufs:.0%})"
-    return f"compute ({compute:.0%} busy)"
 
 
 def _energy_ratios(rows: list[dict[str, object]]) -> list[str]:

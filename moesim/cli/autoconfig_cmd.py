@@ -9,10 +9,10 @@ import click
 
 from moesim.cli.output import emit_json, emit_table, writable_path
 from moesim.cli.prefill_cmd import warn_budget_above_device
-from moesim.cli.progress import track
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.prefill import PREFETCH_POINTS, Prefetch
 from moesim.errors import InputError
+from moesim.progress import track
 
 __all__ = ["autoconfig"]
 
@@ -55,8 +55,9 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
         "trace": {"source": case.trace_info["source"], "synthetic": case.trace_info["synthetic"]},
     }
     if verify:
+        show = False if quiet else None
         ex = exhaustive(case, memory_budget_gib, gate,
-                        progress=lambda cfgs: track(cfgs, "simulating every configuration", quiet))
+                        progress=lambda cfgs: track(cfgs, "simulating every configuration", show))
         chosen_des = simulate_config(case, cfg, gate)
         select_s = (case.profile.build_ms + choice.selection_ms) / 1e3
         out.update({"exhaustive_best": {"group_size": ex.best.group_size, "banks": ex.best.banks,

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import click
 
-from moesim.cli.output import emit_json, emit_table, writable_path
+from moesim.cli.output import emit_json, emit_table, parse_int_list, writable_path
 from moesim.cli.prefill_cmd import parse_overrides, warn_budget_above_device
-from moesim.cli.progress import track
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.prefill import POLICY_NAMES
 from moesim.errors import InputError
+from moesim.progress import track
 
 __all__ = ["compare"]
-
-
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise InputError(flag, "must be comma-separated integers >= 1", text)
-    return values
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -56,12 +46,13 @@ def compare(model: str, device: str, tokens: str, policies: str | None, baseline
     from moesim.plotting import check_figure_path
     from moesim.report.compare import compare_policies, plot_plane
 
-    lengths, chosen, what_if = _ints(tokens, "--tokens"), _names(policies), parse_overrides(overrides)
+    lengths, chosen, what_if = parse_int_list(tokens, "--tokens"), _names(policies), parse_overrides(overrides)
     if plot:
         check_figure_path(plot, "--plot")
     warn_budget_above_device(memory_budget_gib, device, what_if)
+    show = False if quiet else None
     rows = compare_policies(model, device, lengths, chosen, baseline, memory_budget_gib, what_if, seed,
-                            progress=lambda runs: track(runs, f"{runs[0].tokens} tokens", quiet))
+                            progress=lambda runs: track(runs, f"{runs[0].tokens} tokens", show))
     if plot:
         plot_plane(rows, plot, f"{model} on {device}")
     if as_json:

@@ -10,9 +10,11 @@ from typing import Any
 
 import click
 
+from moesim.errors import InputError
 from moesim.files import check_writable
 
-__all__ = ["emit_json", "json_clean", "render_table", "emit_table", "fmt_num", "writable_path", "describe_routing"]
+__all__ = ["emit_json", "json_clean", "render_table", "emit_table", "fmt_num", "writable_path", "describe_routing",
+           "parse_int_list"]
 
 
 def json_clean(obj: Any) -> Any:
@@ -97,3 +99,19 @@ def describe_routing(trace: dict[str, Any]) -> str:
         if unique and n:
             line += f"; its {unique:,} tokens repeated to {n:,} ({n / unique:.1f}x)"
     return line
+
+
+def parse_int_list(text: str, flag: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; anything else (empty, non-integers, values < 1) is an
+    InputError naming ``flag``.
+
+    >>> parse_int_list("256, 1024", "--tokens")
+    [256, 1024]
+    """
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise InputError(flag, "must be comma-separated integers >= 1", text)
+    return values

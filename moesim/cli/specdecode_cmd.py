@@ -7,7 +7,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
+from moesim.cli.output import describe_routing, emit_json, emit_table, parse_int_list, writable_path
 from moesim.cli.prefill_cmd import parse_overrides
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL
 from moesim.config.device import GPUServerProfile
@@ -18,22 +18,11 @@ from moesim.plotting import check_figure_path, pyplot, save_figure
 from moesim.results import SpecDecodeMetrics
 from moesim.simulate.specdecode import gamma_sweep, gpu_profile, simulate_specdecode
 
-__all__ = ["specdecode", "show_specdecode", "parse_gammas", "plot_sweep"]
+__all__ = ["specdecode", "show_specdecode", "plot_sweep"]
 
 _ROWS = (("mean_active_experts", "{:.3f}"), ("acceptance_length", "{:.3f}"), ("hbm_bytes_per_step", "{:,.0f}"),
          ("t_draft_s", "{:.4f}"), ("t_pred_s", "{:.4f}"), ("t_verify_s", "{:.4f}"), ("t_step_s", "{:.4f}"),
          ("tokens_per_s", "{:.2f}"), ("speedup_vs_ar", "{:.3f}"), ("steps", "{:,}"))
-
-
-def parse_gammas(text: str) -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]``."""
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise InputError("--gamma-sweep", "must be comma-separated integers >= 1", text)
-    return values
 
 
 def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
@@ -111,7 +100,8 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
     if plot and gamma_sweep is None:
         raise InputError("--plot", "needs --gamma-sweep", plot)
     if gamma_sweep is not None:
-        _sweep(run, profile, parse_gammas(gamma_sweep), [selector] if selector else list(SELECTORS), plot, as_json)
+        gammas = parse_int_list(gamma_sweep, "--gamma-sweep")
+        _sweep(run, profile, gammas, [selector] if selector else list(SELECTORS), plot, as_json)
         return
     show_specdecode(simulate_specdecode(run).metrics, as_json)
 

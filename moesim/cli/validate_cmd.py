@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from moesim.cli.output import emit_json, emit_table
-from moesim.cli.progress import track
 from moesim.config.catalog import DEFAULT_PHONE_DEVICE
 from moesim.files import write_text_atomic
+from moesim.progress import track
 from moesim.validate.registry import CaseResult
 
 __all__ = ["validate", "calibrate"]
@@ -35,7 +35,7 @@ def validate(only: str | None, report: str, remeasure: bool, strict: bool, quiet
 
         remeasure_host()
     cases = [c for c in registry() if not only or only in c.name]
-    results = run_cases(list(track(cases, "validation cases", quiet)))
+    results = run_cases(list(track(cases, "validation cases", show=False if quiet else None)))
     if only is None and Path(report).parent.is_dir():
         write_text_atomic(render_markdown(results), report)
     if as_json:

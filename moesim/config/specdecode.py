@@ -165,7 +165,7 @@ class SpecDecodeRun(Frozen):
     t_draft_ms: NonNegativeFloat | None = Field(None, description="draft time per step; None = published or estimated")
     t_pred_ms: NonNegativeFloat | None = Field(None, description="predictor time per step; None = 4 ms when used")
     passes: Annotated[int, Field(ge=1, le=100)] = Field(8, description="replays of the whole trace")
-    requests: str | None = Field(
+    requests: Annotated[str, Field(min_length=1)] | None = Field(
         None, description="replay only the trace's requests whose label contains this (a dataset: 'code', 'gsm8k')")
     drafter: Literal["eagle3", "mtp"] = Field(
         "eagle3", description="the draft: an EAGLE-3 tree, or the model's own MTP module (one extra token a step)")

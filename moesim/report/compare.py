@@ -22,14 +22,16 @@ from moesim.errors import InputError, MoesimError
 from moesim.plotting import pyplot, save_figure
 from moesim.simulate.prefill import simulate_prefill
 
-__all__ = ["COLUMNS", "compare_policies", "plot_plane"]
+__all__ = ["COLUMNS", "compare_policies", "plot_plane", "bound_of"]
 
 COLUMNS = ("tokens", "policy", "ttft_s", "ttft_s_interval", "tokens_per_s", "peak_memory_gib",
            "peak_memory_gib_interval", "bubble_share", "bound", "energy_j", "energy_j_interval", "tokens_per_j",
            "speedup", "memory_ratio", "energy_ratio", "config", "error")
 
 
-def _bound(m: dict[str, Any]) -> str:
+def bound_of(m: dict[str, Any]) -> str:
+    """What the run's critical path waits on: the storage if the engine waits on it for over half
+    the run, both over a tenth, else the compute engine (with the busy shares)."""
     util = m["utilization"]
     compute = util.get("npu", util.get("cpu", 0.0))
     if m["bubble_share_total"] > 0.5:
@@ -48,7 +50,7 @@ def _row(run: PrefillRun) -> dict[str, Any]:
     return {"tokens": run.tokens, "policy": run.policy.kind, "ttft_s": m["ttft_s"],
             "ttft_s_interval": m["ttft_s_interval"], "tokens_per_s": m["tokens_per_s"],
             "peak_memory_gib": m["peak_memory_gib"], "peak_memory_gib_interval": m["peak_memory_gib_interval"],
-            "bubble_share": m["bubble_share"], "bound": _bound(m), "energy_j": m["energy_j"],
+            "bubble_share": m["bubble_share"], "bound": bound_of(m), "energy_j": m["energy_j"],
             "energy_j_interval": m["energy_j_interval"], "tokens_per_j": m["tokens_per_j"],
             "config": {"group_size": cfg["group_size"], "banks": cfg["banks"], "queue_depth": cfg["queue_depth"],
                        "fits_device_memory": m["fits_device_memory"], "trace": cfg["trace"]["source"],

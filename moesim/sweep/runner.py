@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from moesim.errors import MoesimError
+from moesim.progress import track
 from moesim.sweep.executors import default_workers, run_dask, run_processes, run_serial
 from moesim.sweep.grid import Grid
 from moesim.sweep.store import PartStore
@@ -36,23 +36,6 @@ class SweepReport:
         return self.ran / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def _progress(rows: Iterator[dict[str, Any]], total: int, done: int,
-              show: bool) -> Generator[dict[str, Any], None, None]:
-    if not show:
-        yield from rows
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
-
-    columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), "eta", TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("sweep", total=total, completed=done)
-        for row in rows:
-            yield row
-            bar.advance(task)
-
-
 def run_sweep(grid: Grid, out: str | Path, *, workers: int | None = None, scheduler: Any = None,
               resume: bool = False, progress: bool | None = None, stop_after: int | None = None) -> SweepReport:
     """Run ``grid`` into the Parquet file ``out``.
@@ -72,11 +55,10 @@ def run_sweep(grid: Grid, out: str | Path, *, workers: int | None = None, schedu
         rows, executor = run_serial(tasks), "this process"
     else:
         rows, executor = run_processes(tasks, min(n_workers, len(tasks))), f"{n_workers} local processes"
-    show = sys.stderr.isatty() if progress is None else progress
     t0 = time.perf_counter()
     rows_gen: Generator[dict[str, Any], None, None] = rows
     ran = 0
-    stream = _progress(rows, len(grid.points), len(done), show)
+    stream = track(rows, "sweep", progress, total=len(grid.points), completed=len(done))
     try:
         for row in stream:
             store.write(row)

@@ -67,10 +67,20 @@ def command_lines(draw: st.DrawFn) -> list[str]:
     return args
 
 
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    capsys.readouterr()
-    code = main(args)
-    return code, capsys.readouterr().err
+def _ends_cleanly(args: list[str], capsys: pytest.CaptureFixture[str], files: dict[str, str] | None = None,
+                  after: Callable[[int, Path], None] | None = None) -> None:
+    """Run ``moesim ARGS`` in a fresh folder (``{tmp}`` in an argument names it; ``files`` are
+    written there first) and check how it ended; ``after(code, folder)`` checks more."""
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        for name, text in (files or {}).items():
+            (tmp / name).write_text(text)
+        args = [a.replace("{tmp}", d) for a in args]
+        capsys.readouterr()
+        code = main(args)
+        _check(code, capsys.readouterr().err, args, tmp)
+        if after is not None:
+            after(code, tmp)
 
 
 def _check(code: int, err: str, args: list[str], tmp: Path) -> None:
@@ -86,11 +96,7 @@ def _check(code: int, err: str, args: list[str], tmp: Path) -> None:
 @CLI_SETTINGS
 @given(args=command_lines())
 def test_fuzzed_command_lines_end_cleanly(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        args = [a.replace("{tmp}", d) for a in args]
-        code, err = _run(args, capsys)
-        _check(code, err, args, tmp)
+    _ends_cleanly(args, capsys)
 
 
 _NUMBER = re.compile(r"^([a-z_0-9A-Z]+) = (-?[0-9.eE+]+)$", re.M)
@@ -114,12 +120,8 @@ def broken_profiles(draw: st.DrawFn) -> str:
 @CLI_SETTINGS
 @given(text=broken_profiles())
 def test_fuzzed_profiles_end_cleanly(text: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "p.toml"
-        path.write_text(text)
-        args = ["prefill", "--tokens", "64", "--policy", "naive", "--device", str(path)]
-        code, err = _run(args, capsys)
-        _check(code, err, args, Path(d))
+    _ends_cleanly(["prefill", "--tokens", "64", "--policy", "naive", "--device", "{tmp}/p.toml"], capsys,
+                  files={"p.toml": text})
 
 
 _AXIS_VALUES: dict[str, Callable[[], st.SearchStrategy[object]]] = {
@@ -157,11 +159,9 @@ def grids(draw: st.DrawFn) -> str:
 @CLI_SETTINGS
 @given(text=grids())
 def test_fuzzed_grids_end_cleanly(text: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with tempfile.TemporaryDirectory() as d:
-        grid = Path(d) / "grid.toml"
-        grid.write_text(text)
-        args = ["sweep", str(grid), "-o", str(Path(d) / "out.parquet"), "--workers", "1", "--quiet"]
-        code, err = _run(args, capsys)
-        _check(code, err, args, Path(d))
+    def output_is_0644(code: int, tmp: Path) -> None:
         if code == 0:
-            assert (Path(d) / "out.parquet").stat().st_mode & 0o777 == 0o644
+            assert (tmp / "out.parquet").stat().st_mode & 0o777 == 0o644
+
+    _ends_cleanly(["sweep", "{tmp}/grid.toml", "-o", "{tmp}/out.parquet", "--workers", "1", "--quiet"], capsys,
+                  files={"grid.toml": text}, after=output_is_0644)

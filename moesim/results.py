@@ -19,11 +19,11 @@ from pydantic import BaseModel
 from moesim._version import __version__
 from moesim.config.base import Frozen
 
-__all__ = ["RunConfig", "PrefillConfig", "SpecDecodeConfig", "PrefillMetrics", "SpecDecodeMetrics",
-           "PrefillResult", "SpecDecodeResult", "HOST_CLOCK_FIELDS", "run_config", "flatten_metrics",
-           "chrome_trace"]
+__all__ = ["RunConfig", "PrefillConfig", "SpecDecodeConfig", "DecodeConfig", "PrefillMetrics",
+           "SpecDecodeMetrics", "DecodeMetrics", "PrefillResult", "SpecDecodeResult", "DecodeResult",
+           "HOST_CLOCK_FIELDS", "run_config", "flatten_metrics", "chrome_trace"]
 
-Workload = Literal["prefill", "specdecode"]
+Workload = Literal["prefill", "specdecode", "decode"]
 
 #: fields measured on the host clock, which a re-run cannot reproduce (dotted paths)
 HOST_CLOCK_FIELDS = ("sim.wall_s", "sim.steps_per_wall_s", "config.selection_ms")
@@ -74,6 +74,24 @@ class SpecDecodeConfig(RunConfig):
     predictor: dict[str, Any]
     t_draft_ms: float | None
     t_pred_ms: float | None
+
+
+class DecodeConfig(RunConfig):
+    """... and the phone-decode options as resolved (the cache in slots, the pinned set's size)."""
+
+    tokens: int
+    context: int
+    cache_policy: str
+    cache_gib: float
+    cache_slots: int
+    pinned_slots: int
+    prefetch: str
+    spec: str
+    gamma: int
+    backend: str
+    queue_depth: int
+    predictor: dict[str, Any]
+    t_draft_ms: float
 
 
 def run_config(workload: Workload, run: BaseModel, device: str, profile_hash: str,
@@ -142,6 +160,30 @@ class SpecDecodeMetrics(Frozen):
     config: SpecDecodeConfig
 
 
+class DecodeMetrics(Frozen):
+    """The stable keys of ``moesim decode --json`` (docs/decode.md defines each)."""
+
+    tokens_per_s: float
+    ms_per_token: dict[str, float]          # mean, p50, p90, p99 over generated tokens
+    cache_hit_rate: float
+    belady_hit_rate: float                  # Belady's optimal policy on the same accesses, same slots
+    ufs_bytes_per_token: float
+    peak_memory_gib: float
+    fits_device_memory: bool
+    memory_gib: dict[str, float]
+    bubble_share: float                     # share of the time the compute unit waited for expert reads
+    mean_active_experts: float              # (layer, expert) pairs a step touches
+    acceptance_length: float | None         # tokens a speculative step produces (None: plain decoding)
+    mean_verified_tokens: float
+    steps: int
+    cache: dict[str, float | int]           # hits, misses, late hits, prefetches and their use
+    utilization: dict[str, float]
+    predictor_accuracy: float | None        # cost-aware rules: predicted sets of the verified nodes
+    trace: dict[str, Any]
+    sim: dict[str, float | int]
+    config: DecodeConfig
+
+
 def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}, "c": [1, 2]}`` -> ``{"a.b": 1, "c": "[1, 2]"}``.
 
@@ -195,6 +237,19 @@ class SpecDecodeResult(_Rows):
 
     metrics: SpecDecodeMetrics
     steps: pd.DataFrame = field(repr=False)
+
+
+@dataclass(frozen=True)
+class DecodeResult(_Rows):
+    """One phone-decode simulation: the metrics and one span per unit activity."""
+
+    metrics: DecodeMetrics
+    spans: pd.DataFrame = field(repr=False)
+    #: every set the cache was asked for, in order (warm-up included): keys ``layer * E + expert``
+    accesses: list[list[int]] = field(default_factory=list, repr=False)
+
+    def to_chrome_trace(self) -> dict[str, Any]:
+        return chrome_trace(self.spans, process=f"moesim decode {self.metrics.config.cache_policy}")
 
 
 def chrome_trace(spans: pd.DataFrame, process: str = "moesim") -> dict[str, Any]:

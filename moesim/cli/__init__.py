@@ -15,6 +15,7 @@ from moesim._version import __version__
 from moesim.cli.autoconfig_cmd import autoconfig
 from moesim.cli.catalog_cmd import devices, models
 from moesim.cli.compare_cmd import compare
+from moesim.cli.decode_cmd import decode
 from moesim.cli.prefill_cmd import prefill
 from moesim.cli.rerun_cmd import rerun
 from moesim.cli.specdecode_cmd import specdecode
@@ -42,6 +43,7 @@ cli.add_command(compare)
 cli.add_command(rerun)
 cli.add_command(autoconfig)
 cli.add_command(specdecode)
+cli.add_command(decode)
 cli.add_command(sweep)
 cli.add_command(plot)
 cli.add_command(validate)

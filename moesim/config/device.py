@@ -118,6 +118,9 @@ class CPUSection(Section):
     attention_GFLOPS: PositiveFloat | None = Field(
         None, description="attention's score and value products on the CPU (fp16/fp32, no Q4_0); "
                           "unset: the GEMM rate")
+    q4_0_gemv_GBps: PositiveFloat | None = Field(
+        None, description="quantised weight bytes per second a one-token matrix-vector product consumes on "
+                          "all cores (decode); unset: the DRAM peak")
 
     @property
     def cores(self) -> int:

@@ -18,7 +18,7 @@ from moesim.cost.params import Backend
 from moesim.units import FP16_B, FP32_B
 
 __all__ = ["OpCost", "padded", "matmul", "ffn_op", "expert_op", "group_op", "attention_op", "layer_non_ffn",
-           "is_attention_layer", "lm_head_op"]
+           "is_attention_layer", "layer_window", "lm_head_op"]
 
 _Q4 = RECIPES["q4_0"]
 
@@ -102,7 +102,7 @@ def is_attention_layer(model: ModelSpec, layer: int) -> bool:
     return n_attn == n or (layer * n_attn) // n != ((layer + 1) * n_attn) // n
 
 
-def _is_sliding(model: ModelSpec, layer: int) -> int | None:
+def layer_window(model: ModelSpec, layer: int) -> int | None:
     att = model.attention
     if isinstance(att, GQAttention) and att.num_sliding_layers and att.sliding_window:
         every = model.num_layers // att.num_sliding_layers
@@ -123,7 +123,7 @@ def attention_op(model: ModelSpec, n: int, layer: int, be: Backend, past: int = 
         dqk, dv = att.kv_lora_rank + att.qk_rope_head_dim, att.kv_lora_rank
     else:
         dqk, dv = att.qk_nope_head_dim + att.qk_rope_head_dim, att.v_head_dim
-    pairs = _causal_pairs(n, be.tile_rows, _is_sliding(model, layer), past)
+    pairs = _causal_pairs(n, be.tile_rows, layer_window(model, layer), past)
     products = 2.0 * pairs * att.num_heads * (dqk + dv)
     softmax = pairs * att.num_heads * FP16_B * 2 / be.elem_B_per_ns
     if be.attention_flop_per_ns is not None and be.attention_on_vec:   # flash attention on HVX
@@ -170,8 +170,9 @@ def layer_non_ffn(model: ModelSpec, n: int, layer: int, be: Backend, past: int =
     return ops
 
 
-def lm_head_op(model: ModelSpec, be: Backend) -> OpCost:
-    """Final norm and output head for the last prompt token (what a prefill-only service needs)."""
+def lm_head_op(model: ModelSpec, be: Backend, tokens: int = 1) -> OpCost:
+    """Final norm and output head for ``tokens`` tokens (a prefill-only service needs the last
+    prompt token's; a decode step every verified token's)."""
     h, v = model.hidden_size, model.vocab_size
     fmt = _Q4.format_of(TensorClass.LM_HEAD)
-    return matmul(1, v, h, tensor_bytes(fmt, v, h), be) + OpCost(vec_ns=h * FP32_B * 2 / be.elem_B_per_ns)
+    return matmul(tokens, v, h, tensor_bytes(fmt, v, h), be) + OpCost(vec_ns=tokens * h * FP32_B * 2 / be.elem_B_per_ns)

@@ -2,6 +2,6 @@
 
 from moesim.hw.arena import BankPool, BankState
 from moesim.hw.compute import ComputeUnit
-from moesim.hw.ufs import UFS
+from moesim.hw.ufs import UFS, FlashQueue
 
-__all__ = ["UFS", "BankPool", "BankState", "ComputeUnit"]
+__all__ = ["UFS", "FlashQueue", "BankPool", "BankState", "ComputeUnit"]

@@ -17,7 +17,7 @@ from moesim.cost.params import UFSParams
 from moesim.engine import Sim
 from moesim.units import ns
 
-__all__ = ["UFS"]
+__all__ = ["UFS", "FlashQueue"]
 
 
 class UFS:
@@ -51,3 +51,43 @@ class UFS:
             self.in_flight -= 1
             self.bytes_read += n_bytes
             self.sim.recorder.span(issued, self.sim.now, "ufs", "read", layer, group, n_bytes)
+
+
+class FlashQueue:
+    """The same UFS, in closed form: reads are served in issue order, so each one's times follow
+    from the earlier ones without simulating the queue (no events; used by the decode workload,
+    whose many small steps would otherwise spend their time in the event queue).
+
+    Read ``i`` issued at ``a_i`` takes a slot at ``s_i = max(a_i, e_{i-Q})`` (slots free in
+    completion order, which is issue order), starts its transfer at ``max(s_i + latency, e_{i-1})``
+    and ends at ``e_i = start + bytes / bandwidth``: exactly what :class:`UFS` does, because every
+    read has the same latency, so the link serves them in slot order (property-tested).
+    """
+
+    def __init__(self, sim: Sim, params: UFSParams, queue_depth: int) -> None:
+        if queue_depth < 1:
+            raise ValueError(f"queue_depth must be >= 1, got {queue_depth}")
+        self.sim = sim
+        self.params = params
+        self.queue_depth = queue_depth
+        self._ends: list[int] = []
+        self.bytes_read = 0
+        self.busy_ns = 0
+        self.max_in_flight = 0
+
+    def issue(self, n_bytes: int, layer: int = -1, group: int = -1) -> int:
+        """Issue a read now; return the time (ns) its data is in memory."""
+        now = self.sim.now
+        ends = self._ends
+        slot = now if len(ends) < self.queue_depth else max(now, ends[-self.queue_depth])
+        start = max(slot + ns(self.params.latency_ns), ends[-1] if ends else 0)
+        end = start + ns(n_bytes / self.params.B_per_ns)
+        ends.append(end)
+        if len(ends) > 4 * self.queue_depth + 4:
+            del ends[:-self.queue_depth - 1]
+        in_flight = sum(1 for e in ends if e > now)
+        self.max_in_flight = max(self.max_in_flight, min(in_flight, self.queue_depth))
+        self.bytes_read += n_bytes
+        self.busy_ns += end - start
+        self.sim.recorder.span(slot, end, "ufs", "read", layer, group, n_bytes)
+        return end

@@ -22,7 +22,7 @@ from moesim.cost.uncertainty import memory_interval_gib, time_interval_s
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.limits import check_prompt_tokens
-from moesim.policies.prefill.plan import StreamPlan, plan_prefill
+from moesim.policies.prefill.plan import StreamPlan, check_queue_depth, plan_prefill
 from moesim.policies.prefill.search import Choice, build_profile, select
 from moesim.results import PrefillConfig, PrefillMetrics, PrefillResult, run_config
 from moesim.traces.sources import prompt_routing
@@ -114,6 +114,9 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
         min_arena = 0
     arena_budget = _budget_check(run, base, min_arena)
     policy, auto = run.policy, None
+    given_q = getattr(policy, "queue_depth", None)
+    if given_q is not None:   # before the search, which sizes its tables by Q
+        check_queue_depth(given_q, device)
     if isinstance(policy, EStreamPolicy) and (policy.group_size is None or policy.banks is None):
         policy, auto = _autoconfigure(policy, model, device, counts, run.tokens, base, arena_budget)
     plan = plan_prefill(policy, model, device, counts, arena_budget)

@@ -19,6 +19,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from moesim.config.catalog import load_model
+from moesim.config.decode import DecodeRun
 from moesim.config.device import GPUServerProfile
 from moesim.config.model import ModelSpec
 from moesim.config.profiles import AnyProfile, load_profile_of, override_profile, profile_hash
@@ -69,7 +70,7 @@ def _synthetic(model: str, seed: int) -> RoutingTrace:
     return synthesize(model, SYNTHETIC_TOKENS, seed=seed)
 
 
-def resolve_trace(run: SpecDecodeRun, model: ModelSpec, trace: RoutingTrace | None) -> RoutingTrace:
+def resolve_trace(run: SpecDecodeRun | DecodeRun, model: ModelSpec, trace: RoutingTrace | None) -> RoutingTrace:
     """The given trace, else ``run.trace``, else the model's real trace, else a synthetic one."""
     from moesim.traces import read_trace
     from moesim.traces.sources import default_trace

@@ -14,7 +14,7 @@ from hypothesis import given
 
 from moesim.cost.params import UFSParams
 from moesim.engine import Sim
-from moesim.hw import UFS
+from moesim.hw import UFS, FlashQueue
 from moesim.units import ns
 from tests.strategies import PURE_SETTINGS, UFSCase, ufs_cases
 
@@ -47,3 +47,25 @@ def test_ufs_equals_its_closed_form(case: UFSCase) -> None:
     assert ufs.max_in_flight <= case.queue_depth and ufs.in_flight == 0
     assert ufs.busy_ns == sum(ns(n / case.B_per_ns) for _, n in case.reads)
     assert ufs.bytes_read == sum(n for _, n in case.reads)
+
+
+@PURE_SETTINGS
+@given(ufs_cases())
+def test_flash_queue_equals_the_simulated_ufs(case: UFSCase) -> None:
+    """The decode workload's event-free UFS gives every read the same span as the SimPy one."""
+    sim = Sim()
+    flash = FlashQueue(sim, UFSParams(case.latency_ns, case.B_per_ns), case.queue_depth)
+    ends: list[int] = []
+
+    def issuer() -> Generator[Any, Any, None]:
+        for at, n_bytes in case.reads:
+            if at > sim.now:
+                yield sim.env.timeout(at - sim.now)
+            ends.append(flash.issue(n_bytes, 0, len(ends)))
+
+    sim.env.process(issuer())
+    sim.run()
+    expected = _closed_form(case)
+    assert [(s.start_ns, s.end_ns) for s in sim.recorder.spans] == expected
+    assert ends == [e for _, e in expected]
+    assert flash.bytes_read == sum(n for _, n in case.reads)

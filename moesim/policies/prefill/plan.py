@@ -26,7 +26,7 @@ from moesim.config.prefill import (
 from moesim.errors import InputError
 from moesim.units import MiB
 
-__all__ = ["Group", "StreamPlan", "Gate", "make_groups", "plan_prefill", "default_group_size",
+__all__ = ["Group", "StreamPlan", "check_queue_depth", "Gate", "make_groups", "plan_prefill", "default_group_size",
            "DEFAULT_BANKS", "MIN_GROUP_READ_B"]
 
 #: When a plan's reads may start: a prefetch point, or ``eager`` (as soon as a bank is free;
@@ -108,15 +108,20 @@ def default_group_size(model: ModelSpec) -> int:
     return n_exp
 
 
+def check_queue_depth(q: int, device: MobileNPUProfile) -> int:
+    """``q`` when the device's UFS queue has that many slots, else the one-line error."""
+    if q > device.ufs.queue_slots_count:
+        raise InputError("queue_depth", f"must be <= the UFS queue slots of {device.name} "
+                         f"({device.ufs.queue_slots_count})", q)
+    return q
+
+
 def _estream(cfg: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
              arena_budget_B: int | None) -> StreamPlan:
     n_exp = model.moe.num_routed_experts
     if cfg.group_size is not None and cfg.group_size > n_exp:
         raise InputError("group_size", f"must be <= the expert count of {model.name} ({n_exp})", cfg.group_size)
-    q = cfg.queue_depth or device.ufs.default_queue_depth_count
-    if q > device.ufs.queue_slots_count:
-        raise InputError("queue_depth", f"must be <= the UFS queue slots of {device.name} "
-                         f"({device.ufs.queue_slots_count})", q)
+    q = check_queue_depth(cfg.queue_depth or device.ufs.default_queue_depth_count, device)
     g = cfg.group_size or default_group_size(model)
     w = model.expert_bytes("q4_0")
     b = cfg.banks or DEFAULT_BANKS

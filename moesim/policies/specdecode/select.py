@@ -15,6 +15,10 @@ the draft nodes on the path root -> ``t`` (the root itself excluded: it is verif
 * ``ecospec``: greedy; buffer ``B`` starts as the root's predicted set; each round takes the
   node maximising ``P(t) / (|footprint(t) \\ B| + eps)`` and adds its footprint to ``B``.
 * ``global-cost``: the ``gamma - 1`` drafts of highest ``P(t) / (|footprint(t)| + eps)``.
+* ``cache-aware`` (phone decode, :func:`select_cache_aware`): EcoSpec's greedy rule with a
+  cost that knows the expert cache ``C``: a new expert already cached costs 1 (its compute), a
+  missing one ``w`` (its compute plus its UFS read, in units of the compute):
+  ``P(t) / (|new & C| + w |new \\ C| + eps)`` with ``new = footprint(t) \\ B``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from moesim.config.specdecode import Selector
 from moesim.policies.specdecode.bits import Words, set_size
 
 __all__ = ["path_footprints", "select_confidence", "select_global_cost", "select_ecospec", "ecospec_scores",
-           "global_cost_scores", "select_nodes"]
+           "global_cost_scores", "select_nodes", "select_cache_aware"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -82,6 +86,30 @@ def select_ecospec(prob: F64, footprint: Words, root_set: Words, gamma: int, eps
         free[best] = False
         buffer |= footprint[best]
     return np.sort(np.array(chosen, dtype=np.int64)), buffer
+
+
+def select_cache_aware(prob: F64, footprint: Words, root_set: Words, cached: Words, gamma: int, eps: float,
+                       miss_weight: float) -> I64:
+    """EcoSpec's greedy selection where a missing expert weighs ``miss_weight`` and a cached one 1.
+
+    >>> fp = np.array([[0], [1], [2]], dtype=np.uint64)        # node 1 needs expert 0, node 2 expert 1
+    >>> cached = np.array([2], dtype=np.uint64)                # expert 1 is cached
+    >>> select_cache_aware(np.array([1.0, 0.6, 0.5]), fp, fp[0], cached, 2, 1.0, 10.0).tolist()
+    [0, 2]
+    """
+    buffer = root_set.copy()
+    free = np.ones(len(prob), dtype=bool)
+    free[0] = False
+    chosen = [0]
+    for _ in range(min(gamma, len(prob)) - 1):
+        new = footprint & ~buffer
+        cost = set_size(new & cached) + miss_weight * set_size(new & ~cached)
+        score = np.where(free, prob / (cost + eps), -np.inf)
+        best = int(np.argmax(score))
+        chosen.append(best)
+        free[best] = False
+        buffer |= footprint[best]
+    return np.sort(np.array(chosen, dtype=np.int64))
 
 
 def select_nodes(rule: Selector, prob: F64, footprint: Words | None, root_set: Words | None, gamma: int,

@@ -1,0 +1,182 @@
+"""``moesim decode``: decode on a phone with an expert cache in DRAM and experts read from UFS."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
+from moesim.cli.prefill_cmd import parse_overrides
+from moesim.config.decode import (
+    CACHE_POLICY_NAMES,
+    DECODE_PREFETCH_NAMES,
+    DECODE_SPEC_NAMES,
+    DEFAULT_DECODE_MODEL,
+    DecodeRun,
+    parse_decode_predictor,
+)
+from moesim.config.loading import validate_data
+from moesim.config.specdecode import parse_routing
+from moesim.errors import InputError
+from moesim.files import write_json_atomic
+from moesim.results import DecodeMetrics
+from moesim.simulate.decode import simulate_decode
+
+__all__ = ["decode", "show_decode", "decode_run_data"]
+
+
+def decode_run_data(**opts: Any) -> dict[str, Any]:
+    """CLI option values -> DecodeRun data (also used by the what-if and autoconfig scripts)."""
+    data: dict[str, Any] = {k: v for k, v in opts.items() if v is not None and k not in
+                            ("predictor", "draft_routing", "depth", "width", "draft_mu", "overrides")}
+    if opts.get("predictor") is not None:
+        data["predictor"] = parse_decode_predictor(opts["predictor"])
+    if opts.get("draft_routing") is not None:
+        data["routing"] = parse_routing(opts["draft_routing"])
+    if opts.get("depth") is not None or opts.get("width") is not None:
+        data["tree"] = {"depth": opts.get("depth") or 3, "width": opts.get("width") or 2}
+    if opts.get("draft_mu") is not None:
+        data["draft"] = {"top1_logit_mean": opts["draft_mu"]}
+    if opts.get("overrides"):
+        data["overrides"] = parse_overrides(opts["overrides"])
+    return data
+
+
+@click.command()
+@click.option("--model", default=DEFAULT_DECODE_MODEL, show_default=True, metavar="NAME|PATH")
+@click.option("--device", default="sd8-elite-gen5", show_default=True, metavar="NAME|PATH")
+@click.option("--tokens", type=int, default=128, show_default=True, help="Tokens to generate.")
+@click.option("--context", type=int, default=512, show_default=True, help="Prompt tokens already in the KV cache.")
+@click.option("--cache-gib", "cache_GiB", type=float, help="DRAM for cached experts [default: what the device's "
+              "usable DRAM leaves after the resident weights, KV cache and runtime].")
+@click.option("--cache-policy", type=click.Choice(CACHE_POLICY_NAMES), default="lru", show_default=True,
+              help="none: every expert read from UFS; pinned: a hot set chosen offline from the trace, the rest "
+              "LRU; resident: all experts in DRAM (where they fit); mmap: llama.cpp-like page cache on the CPU.")
+@click.option("--pinned-by", type=click.Choice(["graph", "frequency"]), default="graph", show_default=True,
+              help="pinned: the hot set from the experts' co-activation graph, or by frequency alone.")
+@click.option("--pinned-share", type=float, default=0.5, show_default=True, help="pinned: share of slots pinned.")
+@click.option("--prefetch", type=click.Choice(DECODE_PREFETCH_NAMES), default="none", show_default=True,
+              help="next-layer: read the predicted experts of the next layer while this one computes.")
+@click.option("--read-group-size", type=int, default=1, show_default=True,
+              help="Experts stored together and read whole on a miss (the others join the cache).")
+@click.option("--read-grouping", type=click.Choice(["graph", "id"]), default="graph", show_default=True,
+              help="Read groups from the experts' co-activation graph, or by expert id.")
+@click.option("--spec", type=click.Choice(DECODE_SPEC_NAMES), default="none", show_default=True,
+              help="Speculative decoding: the draft selection rule (cache-aware: EcoSpec with the cache's costs).")
+@click.option("--gamma", type=int, default=4, show_default=True, help="Tokens verified per step, root included.")
+@click.option("--depth", type=int, help="Draft steps (tree depth) [default: 3].")
+@click.option("--width", type=int, help="Tokens kept per draft step [default: 2].")
+@click.option("--draft-routing", metavar="KIND", help="Routing of non-true drafts [default: mixture].")
+@click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance).")
+@click.option("--predictor", metavar="KIND", help="oracle, trace or accuracy:P [default: trace].")
+@click.option("--backend", type=click.Choice(["cpu", "npu"]), default="cpu", show_default=True,
+              help="Compute unit: the CPU cores (llama.cpp-like) or the HTP (decode overheads from the prefill fit).")
+@click.option("--queue-depth", type=int, help="UFS reads in flight [default: the profile's].")
+@click.option("--warmup-tokens", type=int, default=0, show_default=True,
+              help="Tokens decoded before measuring (a warm cache).")
+@click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet) [default: the model's "
+              "real trace, else a synthetic one (labelled)].")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
+              help="Override one profile number (repeatable), e.g. ufs.peak_read_bw_GBps=2.0")
+@click.option("--timeline", type=click.Path(dir_okay=False), callback=writable_path,
+              help="Write a Chrome/Perfetto timeline (JSON).")
+@click.option("--memory-budget-gib", type=float, help="With --autoconfig: the DRAM the whole run may use.")
+@click.option("--autoconfig", is_flag=True, help="Choose the cache size, prefetch and speculation (gamma) that "
+              "maximise tokens/s under --memory-budget-gib (LRU cache), then run the choice.")
+@click.option("--check", is_flag=True, help="With --autoconfig: simulate every setting at four cache sizes and "
+              "report the choice's regret against the best.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float | None, cache_policy: str,
+           pinned_by: str, pinned_share: float, prefetch: str, read_group_size: int, read_grouping: str, spec: str,
+           gamma: int, depth: int | None,
+           width: int | None, draft_routing: str | None, draft_mu: float | None, predictor: str | None,
+           backend: str, queue_depth: int | None, warmup_tokens: int, trace_path: str | None, seed: int,
+           overrides: tuple[str, ...], timeline: str | None, memory_budget_gib: float | None, autoconfig: bool,
+           check: bool, as_json: bool) -> None:
+    """Simulate decode on a phone: an expert cache in DRAM, misses read from UFS, optional speculation."""
+    run = validate_data(DecodeRun, decode_run_data(
+        model=model, device=device, tokens=tokens, context=context, cache_GiB=cache_GiB, cache_policy=cache_policy,
+        pinned_by=pinned_by, pinned_share=pinned_share, prefetch=prefetch, read_group_size=read_group_size,
+        read_grouping=read_grouping, spec=spec, gamma=gamma, depth=depth,
+        width=width, draft_routing=draft_routing, draft_mu=draft_mu, predictor=predictor, backend=backend,
+        queue_depth=queue_depth, warmup_tokens=warmup_tokens, trace=trace_path, seed=seed, overrides=overrides))
+    if autoconfig or check or memory_budget_gib is not None:
+        _autoconfig(run, memory_budget_gib, autoconfig, check, timeline, as_json)
+        return
+    result = simulate_decode(run)
+    if timeline:
+        write_json_atomic(result.to_chrome_trace(), timeline)
+    show_decode(result.metrics, as_json)
+
+
+def _autoconfig(run: DecodeRun, budget: float | None, autoconfig: bool, check: bool, timeline: str | None,
+                as_json: bool) -> None:
+    from moesim.autoconfig.decode import choose, exhaustive
+
+    if not autoconfig:
+        raise InputError("--autoconfig", "is needed with --memory-budget-gib and --check", False)
+    if budget is None or not 0 < budget < 1e6:
+        raise InputError("--memory-budget-gib", "is required with --autoconfig and must be > 0 GiB", budget)
+    choice = choose(run, budget)
+    result = simulate_decode(choice.run)
+    if timeline:
+        write_json_atomic(result.to_chrome_trace(), timeline)
+    checked: dict[str, Any] | None = None
+    if check:
+        rows = exhaustive(run, budget)
+        best = max(rows, key=lambda r: r["tokens_per_s"])
+        checked = {"best": best, "simulations": len(rows),
+                   "regret": 1.0 - result.metrics.tokens_per_s / best["tokens_per_s"]}
+    if as_json:
+        emit_json({"choice": {"prefetch": choice.run.prefetch, "spec": choice.run.spec, "gamma": choice.run.gamma,
+                              "cache_gib": choice.run.cache_GiB, "simulations": choice.simulations},
+                   "candidates": list(choice.table), "check": checked,
+                   "result": result.metrics.model_dump(mode="json")})
+        return
+    emit_table(["prefetch", "spec", "gamma", "screened tok/s", "full tok/s"],
+               [(r["prefetch"], r["spec"], r["gamma"] if r["spec"] != "none" else "-",
+                 f"{r['screened_tokens_per_s']:.3f}", "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:.3f}")
+                for r in choice.table])
+    click.echo(f"chosen under {budget:g} GiB: prefetch {choice.run.prefetch}, spec {choice.run.spec}"
+               + (f" (gamma {choice.run.gamma})" if choice.run.spec != "none" else "")
+               + f", cache {choice.run.cache_GiB:.2f} GiB ({choice.simulations} simulations)")
+    if checked is not None:
+        b = checked["best"]
+        click.echo(f"exhaustive check ({checked['simulations']} simulations): best prefetch {b['prefetch']}, spec "
+                   f"{b['spec']} (gamma {b['gamma']}), cache {b['cache_GiB']:.2f} GiB at {b['tokens_per_s']:.3f} "
+                   f"tok/s; regret {checked['regret']:.1%}")
+    show_decode(result.metrics, False)
+
+
+def show_decode(metrics: DecodeMetrics, as_json: bool) -> None:
+    """Print a decode result as ``moesim decode`` does: a table, or its JSON."""
+    m = metrics.model_dump(mode="json")
+    if as_json:
+        emit_json(m)
+        return
+    cfg = m["config"]
+    spec = "no speculation" if cfg["spec"] == "none" else f"speculation {cfg['spec']} (gamma {cfg['gamma']})"
+    click.echo(f"{cfg['model']} on {cfg['device']} ({cfg['backend']}): {cfg['tokens']} tokens after "
+               f"{cfg['context']}, cache {cfg['cache_policy']} {cfg['cache_gib']:.2f} GiB ({cfg['cache_slots']} "
+               f"experts), prefetch {cfg['prefetch']}, {spec}")
+    if cfg["overrides"]:
+        click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
+    tr = m["trace"]
+    wrapped = ", replayed from the start when it ran out" if tr["wrapped"] else ""
+    click.echo(f"{describe_routing(tr)}, {tr['decode_tokens']:,} decode tokens{wrapped}")
+    ms = m["ms_per_token"]
+    rows = [("tokens_per_s", f"{m['tokens_per_s']:.3f}"),
+            ("ms_per_token mean / p50 / p90 / p99", f"{ms['mean']:.1f} / {ms['p50']:.1f} / {ms['p90']:.1f} / "
+                                                    f"{ms['p99']:.1f}"),
+            ("cache_hit_rate (Belady bound)", f"{m['cache_hit_rate']:.3f} ({m['belady_hit_rate']:.3f})"),
+            ("ufs_bytes_per_token", f"{m['ufs_bytes_per_token'] / 2**20:,.1f} MiB"),
+            ("bubble_share", f"{m['bubble_share']:.3f}"),
+            ("mean_active_experts", f"{m['mean_active_experts']:.1f}"),
+            ("acceptance_length", "-" if m["acceptance_length"] is None else f"{m['acceptance_length']:.3f}"),
+            ("peak_memory_gib", f"{m['peak_memory_gib']:.2f}" + ("" if m["fits_device_memory"] else
+                                                                  " (more than the device has)"))]
+    if cfg["prefetch"] != "none":
+        rows.append(("prefetched / used", f"{m['cache']['prefetched']:,} / {m['cache']['prefetch_used']:,}"))
+    emit_table(["metric", "value"], rows)

@@ -1,0 +1,119 @@
+"""The phone decode run: an expert cache in DRAM, experts read from UFS on a miss.
+
+Checks that need the model or the device (the cache against the DRAM, resident against the
+model's size) happen when the run is resolved, with the same one-line errors.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+
+from moesim.config.base import Frozen
+from moesim.config.specdecode import DraftAccuracy, DraftRouting, DraftTree, MixtureRouting
+from moesim.errors import InputError
+
+__all__ = ["CachePolicy", "CACHE_POLICY_NAMES", "DecodeSpec", "DECODE_SPEC_NAMES", "DecodePrefetch",
+           "DECODE_PREFETCH_NAMES", "DecodePredictor", "DecodeRun", "DEFAULT_DECODE_MODEL", "parse_decode_predictor"]
+
+DEFAULT_DECODE_MODEL = "mixtral-8x7b"
+
+#: ``none``: every routed expert is read from UFS; ``lru``/``lfu``: a cache of ``cache_GiB``;
+#: ``pinned``: a static hot set chosen offline from the trace, the rest LRU; ``resident``: all
+#: experts in DRAM (only where they fit); ``mmap``: llama.cpp-like demand paging on the CPU, the
+#: page cache (LRU) as the cache, synchronous faults in read-ahead windows.
+CachePolicy = Literal["none", "lru", "lfu", "pinned", "resident", "mmap"]
+CACHE_POLICY_NAMES: tuple[str, ...] = get_args(CachePolicy)
+#: ``cache-aware``: EcoSpec's greedy rule with a cost that knows the cache (a cached expert
+#: costs its compute, a missing one its UFS read as well).
+DecodeSpec = Literal["none", "confidence", "ecospec", "cache-aware"]
+DECODE_SPEC_NAMES: tuple[str, ...] = get_args(DecodeSpec)
+DecodePrefetch = Literal["none", "next-layer"]
+DECODE_PREFETCH_NAMES: tuple[str, ...] = get_args(DecodePrefetch)
+
+
+class DecodePredictor(Frozen):
+    """What names the experts a token will use before its router runs: used by ``next-layer``
+    prefetch (the next layer's experts) and by the cost-aware selection rules (a draft's).
+
+    ``oracle``: exact; ``accuracy``: each true expert kept with probability ``fraction``, the
+    others drawn by popularity; ``trace``: learned from the trace outside the decoded window
+    (the next layer's experts from this layer's: :class:`moesim.policies.predictors.LayerAheadPredictor`;
+    a draft's from the last verified token's: the ``learned`` predictor of ``specdecode``)."""
+
+    kind: Literal["oracle", "accuracy", "trace"] = "trace"
+    fraction: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+
+    @model_validator(mode="after")
+    def _fraction_iff_accuracy(self) -> DecodePredictor:
+        if (self.kind == "accuracy") != (self.fraction is not None):
+            raise ValueError("fraction is set exactly when kind is 'accuracy'")
+        return self
+
+
+class DecodeRun(Frozen):
+    """Everything one phone decode simulation needs."""
+
+    model: str = DEFAULT_DECODE_MODEL
+    device: str = "sd8-elite-gen5"
+    tokens: Annotated[int, Field(gt=0, le=100_000)] = Field(128, description="tokens to generate")
+    context: Annotated[int, Field(ge=0, le=1_000_000)] = Field(512, description="prompt tokens already in the KV cache")
+    cache_GiB: Annotated[float, Field(ge=0.0, le=1e4, allow_inf_nan=False)] | None = Field(
+        None, description="DRAM for cached experts; None = what the device's usable DRAM leaves")
+    cache_policy: CachePolicy = "lru"
+    pinned_by: Literal["graph", "frequency"] = Field(
+        "graph", description="pinned: hot set from the co-activation graph or by routing frequency alone")
+    pinned_share: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        0.5, description="pinned: share of cache slots pinned")
+    prefetch: DecodePrefetch = "none"
+    read_group_size: Annotated[int, Field(ge=1, le=256)] = Field(
+        1, description="experts stored together and read whole on a miss (1: one read per expert)")
+    read_grouping: Literal["graph", "id"] = Field(
+        "graph", description="read groups from the co-activation graph, or by expert id (the naive layout)")
+    spec: DecodeSpec = "none"
+    gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root included")
+    epsilon: PositiveFloat = Field(1.0, description="the score's epsilon: P / (cost + epsilon)")
+    tree: DraftTree = Field(default_factory=DraftTree)
+    draft: DraftAccuracy = Field(default_factory=DraftAccuracy)
+    routing: DraftRouting = Field(default_factory=MixtureRouting)
+    predictor: DecodePredictor = Field(default_factory=DecodePredictor)
+    backend: Literal["cpu", "npu"] = Field(
+        "cpu", description="the CPU (llama.cpp-like, what published flash-streaming decoders run) or the HTP")
+    queue_depth: PositiveInt | None = Field(None, description="UFS reads in flight; None = the profile's default")
+    trace: str | None = Field(None, description="canonical trace file; None = the model's default source")
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
+    warmup_tokens: NonNegativeInt = Field(0, description="tokens decoded before measuring (cache warm-up)")
+    overrides: dict[str, float] = Field(default_factory=dict,
+                                        description="profile numbers changed for a what-if: {'section.field': value}")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DecodeRun:
+        if self.spec != "none" and self.gamma > self.tree.n_nodes:
+            raise ValueError(f"gamma must be <= the {self.tree.n_nodes} nodes of a {self.tree.depth} x "
+                             f"{self.tree.width} draft tree, got {self.gamma}")
+        if self.cache_policy == "resident" and self.cache_GiB is not None:
+            raise ValueError("cache_GiB must be unset with cache_policy 'resident' (every expert is in DRAM)")
+        if self.read_group_size > 1 and self.cache_policy in ("mmap", "none", "resident"):
+            raise ValueError(f"read_group_size > 1 needs an expert cache to hold the group (lru, lfu or pinned), "
+                             f"got cache_policy {self.cache_policy!r}")
+        if self.cache_policy == "mmap" and self.backend == "npu":
+            raise ValueError("cache_policy 'mmap' runs on the CPU (llama.cpp-like); backend must be 'cpu'")
+        return self
+
+
+def parse_decode_predictor(text: str) -> dict[str, object]:
+    """``"oracle"``, ``"trace"`` or ``"accuracy:0.9"`` -> config data.
+
+    >>> parse_decode_predictor("accuracy:0.9")
+    {'kind': 'accuracy', 'fraction': 0.9}
+    """
+    kind, _, arg = text.partition(":")
+    try:
+        if kind in ("oracle", "trace") and not arg:
+            return {"kind": kind}
+        if kind == "accuracy" and arg and 0.0 <= float(arg) <= 1.0:
+            return {"kind": "accuracy", "fraction": float(arg)}
+    except ValueError:
+        pass
+    raise InputError("predictor", "must be oracle, trace or accuracy:P (0 <= P <= 1)", text)

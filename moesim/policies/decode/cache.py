@@ -1,0 +1,327 @@
+"""Expert caches in DRAM for phone decode: which routed experts are resident and which must be
+read from flash (pure Python, no SimPy: the decode workload asks, then times the reads).
+
+A key is ``layer * n_experts + expert`` (:func:`expert_keys`); every expert of a model has the
+same size, so a cache holds ``capacity`` keys (slots). Rules shared by every policy:
+
+* ``access(keys)`` is *one set* that must be resident all at once (a layer's routed experts,
+  or their union over a verification tree). Duplicates count once; hits and misses come back
+  in the set's order. Every miss is admitted, and the keys evicted for it are never in the
+  set, so a set with more distinct keys than the cache has slots for is an
+  :class:`~moesim.errors.InputError` (a ``ValueError``) that names both numbers.
+* The keys of a set are used in the set's order: the last one is the most recently used.
+* Capacity 0 is "no cache": every key misses and nothing is admitted, whatever the set size.
+* ``prefetch(keys)`` is not an access (no hit, no miss, no LFU count). It admits the keys not
+  resident, in order, while a slot can be freed without evicting a key of the most recent
+  access set or of this prefetch, and returns those fetched. All its keys that are resident
+  afterwards are marked most recently used, in order (a prediction that they come next).
+
+>>> c = LRUCache(3)
+>>> c.access([1, 2]), c.access([2, 3]), c.access([4, 3])
+(([], [1, 2]), ([2], [3]), ([3], [4]))
+>>> sorted(c.resident())     # 1 was the least recently used key outside the set {4, 3}
+[2, 3, 4]
+"""
+
+from __future__ import annotations
+
+import heapq
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Literal, get_args
+
+import numpy as np
+import numpy.typing as npt
+
+from moesim.errors import InputError
+
+__all__ = ["ExpertCache", "LRUCache", "LFUCache", "PinnedLRUCache", "NoCache", "CacheName", "CACHE_POLICIES",
+           "make_cache", "expert_keys", "distinct_keys", "check_capacity"]
+
+#: the policies of this module (``moesim.config.decode.CachePolicy`` adds the workload's
+#: ``resident`` and ``mmap``, which need no cache object of their own)
+CacheName = Literal["none", "lru", "lfu", "pinned"]
+CACHE_POLICIES: tuple[CacheName, ...] = get_args(CacheName)
+
+
+def expert_keys(experts: npt.NDArray[np.integer], n_experts: int) -> npt.NDArray[np.int64]:
+    """``[..., L, k]`` expert ids -> cache keys ``layer * n_experts + expert`` (same shape).
+
+    >>> expert_keys(np.array([[[0, 3]], [[1, 2]]]).reshape(1, 2, 2), 4).tolist()
+    [[[0, 3], [5, 6]]]
+    """
+    layers = np.arange(experts.shape[-2], dtype=np.int64)[:, None] * n_experts
+    out: npt.NDArray[np.int64] = experts.astype(np.int64) + layers
+    return out
+
+
+def distinct_keys(keys: Iterable[int] | npt.NDArray[np.integer]) -> list[int]:
+    """The keys as Python ints, duplicates dropped, first occurrences in order."""
+    if isinstance(keys, np.ndarray):
+        return list(dict.fromkeys(keys.ravel().tolist()))
+    return list(dict.fromkeys(map(int, keys)))
+
+
+def check_capacity(capacity: int) -> None:
+    """Refuse a capacity that is not an integer >= 0 (the rule of every cache)."""
+    if isinstance(capacity, bool) or not isinstance(capacity, int | np.integer) or capacity < 0:
+        raise InputError("capacity", "must be an integer >= 0", capacity)
+
+
+class ExpertCache(ABC):
+    """A cache of ``capacity`` slots. Subclasses keep an *evictable region* of ``_slots``
+    slots (all of them, except in :class:`PinnedLRUCache`) and implement its four hooks."""
+
+    def __init__(self, capacity: int) -> None:
+        check_capacity(capacity)
+        self.capacity = int(capacity)
+        self._last: frozenset[int] = frozenset()
+
+    # ----- the policy's evictable region ------------------------------------------------------
+    @property
+    def _slots(self) -> int:
+        return self.capacity
+
+    def _movable(self, keys: list[int]) -> list[int]:
+        """The keys that live in the evictable region (all but pinned ones)."""
+        return keys
+
+    @abstractmethod
+    def _used(self) -> int: ...
+
+    @abstractmethod
+    def _victims(self, n: int, protect: frozenset[int]) -> list[int]:
+        """Up to ``n`` resident keys outside ``protect``, in eviction order."""
+
+    @abstractmethod
+    def _evict(self, key: int) -> None: ...
+
+    @abstractmethod
+    def _touch(self, keys: list[int], *, counted: bool) -> None:
+        """Mark ``keys`` used in this order (admitting those not resident); ``counted``: an access."""
+
+    @abstractmethod
+    def contains(self, key: int) -> bool: ...
+
+    @abstractmethod
+    def resident(self) -> frozenset[int]: ...
+
+    def __len__(self) -> int:
+        return len(self.resident())
+
+    def _too_big(self, n: int) -> InputError:
+        return InputError("access set size", f"must be <= the cache capacity ({self.capacity})", n)
+
+    # ----- the shared rules ---------------------------------------------------------------
+    def access(self, keys: Sequence[int] | npt.NDArray[np.integer]) -> tuple[list[int], list[int]]:
+        """``(hits, misses)`` of one set that must be resident at once; misses are admitted."""
+        order = distinct_keys(keys)
+        movable = self._movable(order)
+        if self._slots and len(movable) > self._slots:
+            raise self._too_big(len(movable))
+        hits: list[int] = []
+        misses: list[int] = []
+        for k in order:
+            (hits if self.contains(k) else misses).append(k)
+        self._last = frozenset(order)
+        if self._slots:
+            for victim in self._victims(self._used() + len(misses) - self._slots, self._last):
+                self._evict(victim)
+            self._touch(movable, counted=True)
+        return hits, misses
+
+    def prefetch(self, keys: Sequence[int] | npt.NDArray[np.integer]) -> list[int]:
+        """Admit the keys not resident, in order, while a slot can be freed (see the module doc)."""
+        if not self._slots:
+            return []
+        order = self._movable(distinct_keys(keys))
+        missing = [k for k in order if not self.contains(k)]
+        free = self._slots - self._used()
+        victims = self._victims(len(missing) - free, self._last | frozenset(order))
+        fetched = missing[: free + len(victims)]
+        for victim in victims:
+            self._evict(victim)
+        dropped = frozenset(missing[len(fetched):])
+        self._touch([k for k in order if k not in dropped], counted=False)
+        return fetched
+
+
+class NoCache(ExpertCache):
+    """No DRAM for experts: every key misses, nothing is ever resident."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def _used(self) -> int:
+        return 0
+
+    def _victims(self, n: int, protect: frozenset[int]) -> list[int]:
+        return []
+
+    def _evict(self, key: int) -> None:
+        raise AssertionError("NoCache holds nothing to evict")
+
+    def _touch(self, keys: list[int], *, counted: bool) -> None:
+        assert not keys, "NoCache admits nothing"
+
+    def contains(self, key: int) -> bool:
+        return False
+
+    def resident(self) -> frozenset[int]:
+        return frozenset()
+
+
+class LRUCache(ExpertCache):
+    """Evicts the least recently used key outside the current set (an ``OrderedDict``,
+    oldest first: O(set size + evictions) per access)."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self._order: OrderedDict[int, None] = OrderedDict()
+
+    def _used(self) -> int:
+        return len(self._order)
+
+    def _victims(self, n: int, protect: frozenset[int]) -> list[int]:
+        out: list[int] = []
+        if n > 0:
+            for k in self._order:           # skips at most |protect| keys
+                if k not in protect:
+                    out.append(k)
+                    if len(out) == n:
+                        break
+        return out
+
+    def _evict(self, key: int) -> None:
+        del self._order[key]
+
+    def _touch(self, keys: list[int], *, counted: bool) -> None:
+        order = self._order
+        for k in keys:
+            if k in order:
+                order.move_to_end(k)
+            else:
+                order[k] = None
+
+    def contains(self, key: int) -> bool:
+        return key in self._order
+
+    def resident(self) -> frozenset[int]:
+        return frozenset(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+
+class LFUCache(ExpertCache):
+    """Evicts the least frequently used key outside the current set; ties go to the least
+    recently used. A key's count is its number of accesses since the cache was made: it is kept
+    for every key ever accessed and *not* reset on eviction (so a key that comes back is judged
+    on its whole history, not restarted at 1 below the keys that stayed), and prefetches do not
+    count. A min-heap of ``(count, stamp, key)`` with lazy deletion: an entry is current while
+    its stamp is the key's latest; the heap is rebuilt when stale entries outnumber the keys.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self._count: dict[int, int] = {}
+        self._stamp: dict[int, int] = {}      # resident key -> stamp of its latest use
+        self._heap: list[tuple[int, int, int]] = []
+        self._clock = 0
+
+    def _used(self) -> int:
+        return len(self._stamp)
+
+    def _victims(self, n: int, protect: frozenset[int]) -> list[int]:
+        out: list[tuple[int, int, int]] = []
+        held: list[tuple[int, int, int]] = []
+        heap = self._heap
+        while len(out) < n and heap:
+            entry = heapq.heappop(heap)
+            if self._stamp.get(entry[2]) != entry[1]:
+                continue                      # stale
+            (held if entry[2] in protect else out).append(entry)
+        for entry in held:
+            heapq.heappush(heap, entry)
+        return [entry[2] for entry in out]    # their entries are gone; _evict drops the stamps
+
+    def _evict(self, key: int) -> None:
+        del self._stamp[key]
+
+    def _touch(self, keys: list[int], *, counted: bool) -> None:
+        count, stamp, heap = self._count, self._stamp, self._heap
+        for k in keys:
+            if counted:
+                count[k] = count.get(k, 0) + 1
+            self._clock += 1
+            stamp[k] = self._clock
+            heapq.heappush(heap, (count.get(k, 0), self._clock, k))
+        if len(heap) > 2 * len(stamp) + 64:
+            self._heap = [(count.get(k, 0), s, k) for k, s in stamp.items()]
+            heapq.heapify(self._heap)
+
+    def contains(self, key: int) -> bool:
+        return key in self._stamp
+
+    def resident(self) -> frozenset[int]:
+        return frozenset(self._stamp)
+
+    def __len__(self) -> int:
+        return len(self._stamp)
+
+    def frequency(self, key: int) -> int:
+        """Accesses of ``key`` so far (resident or not)."""
+        return self._count.get(key, 0)
+
+
+class PinnedLRUCache(LRUCache):
+    """A static pinned set, resident from the start and never evicted, in ``len(pinned)`` of
+    the ``capacity`` slots; the other slots are an LRU cache for the other keys. When the pinned
+    set fills the cache, the other keys stream through (they miss and are not admitted)."""
+
+    def __init__(self, pinned: Iterable[int], capacity: int) -> None:
+        super().__init__(capacity)
+        self.pinned = frozenset(distinct_keys(pinned))
+        if any(k < 0 for k in self.pinned):
+            raise InputError("pinned", "must be keys >= 0", min(self.pinned))
+        if len(self.pinned) > self.capacity:
+            raise InputError("pinned", f"must hold at most capacity={self.capacity} keys", len(self.pinned))
+
+    @property
+    def _slots(self) -> int:
+        return self.capacity - len(self.pinned)
+
+    def _movable(self, keys: list[int]) -> list[int]:
+        return [k for k in keys if k not in self.pinned]
+
+    def _too_big(self, n: int) -> InputError:
+        return InputError("unpinned keys of the access set", f"must fit the {self._slots} unpinned slots "
+                          f"(capacity {self.capacity} - {len(self.pinned)} pinned)", n)
+
+    def contains(self, key: int) -> bool:
+        return key in self.pinned or key in self._order
+
+    def resident(self) -> frozenset[int]:
+        return self.pinned | frozenset(self._order)
+
+    def __len__(self) -> int:
+        return len(self.pinned) + len(self._order)
+
+
+def make_cache(policy: str, capacity: int, *, pinned: Iterable[int] = ()) -> ExpertCache:
+    """The cache named ``policy`` (:data:`CACHE_POLICIES`). ``none`` ignores ``capacity``;
+    ``pinned`` keys are only accepted by the ``pinned`` policy.
+
+    >>> make_cache("pinned", 4, pinned=[7, 9]).resident() == {7, 9}
+    True
+    """
+    pinned = list(pinned)
+    if policy not in CACHE_POLICIES:
+        raise InputError("cache policy", f"must be one of {', '.join(CACHE_POLICIES)}", policy)
+    if policy == "pinned":
+        return PinnedLRUCache(pinned, capacity)
+    if pinned:
+        raise InputError("pinned", f"is only used by the 'pinned' policy, not {policy!r}", len(pinned))
+    check_capacity(capacity)
+    return NoCache() if policy == "none" else LRUCache(capacity) if policy == "lru" else LFUCache(capacity)

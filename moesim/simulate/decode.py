@@ -1,0 +1,311 @@
+"""``simulate_decode``: decode on a phone with an expert cache in DRAM (the entry point)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from moesim.config.catalog import load_model
+from moesim.config.decode import DecodeRun
+from moesim.config.device import MobileNPUProfile
+from moesim.config.model import ModelSpec
+from moesim.config.profiles import profile_hash
+from moesim.config.specdecode import AlternativeRouting
+from moesim.cost.memory import activation_bytes
+from moesim.cost.ops import attention_op, expert_op, is_attention_layer, lm_head_op
+from moesim.cost.params import Backend, cpu_backend, npu_backend, ufs_params
+from moesim.engine import Sim
+from moesim.errors import InputError
+from moesim.policies.decode.cache import make_cache
+from moesim.policies.decode.placement import (
+    ReadLayout,
+    coactivation_graph,
+    groups_by_id,
+    pinned_by_frequency,
+    pinned_by_graph,
+    read_groups,
+)
+from moesim.policies.decode.replay import belady_hits
+from moesim.policies.decode.steps import DecodeSteps, SpecSettings
+from moesim.policies.predictors import LayerAheadPredictor
+from moesim.policies.prefill.plan import check_queue_depth
+from moesim.policies.specdecode.bits import Words, pack_sets
+from moesim.policies.specdecode.learned import fit_learned
+from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle_table, table_predictor
+from moesim.policies.specdecode.tree import tree_shape
+from moesim.results import DecodeConfig, DecodeMetrics, DecodeResult, run_config
+from moesim.simulate.prefill import mobile_profile
+from moesim.simulate.specdecode import decode_runs, resolve_trace
+from moesim.traces.trace import RoutingTrace
+from moesim.units import FP16_B, GiB, KiB
+from moesim.workloads.decode import DecodeStats, Reads, run_decode
+
+__all__ = ["simulate_decode", "decode_memory", "cpu_decode_backend"]
+
+I16 = npt.NDArray[np.int16]
+
+
+def decode_memory(model: ModelSpec, device: MobileNPUProfile, run: DecodeRun) -> dict[str, int]:
+    """Bytes outside the expert cache: resident non-expert weights, the draft head, the KV cache
+    of ``context + tokens`` positions, one step's activations and the runtime."""
+    verified = run.gamma if run.spec != "none" else 1
+    draft = 0
+    if run.spec != "none":   # an EAGLE-style head: one decoder layer's attention (the LM head is shared)
+        draft = model.resident_non_expert_bytes("q4_0") // max(model.num_layers, 1)
+    return {
+        "weights": model.resident_non_expert_bytes("q4_0"),
+        "draft": draft,
+        "kv_cache": model.kv_cache_bytes_per_token(FP16_B) * (run.context + run.tokens + run.warmup_tokens),
+        "activations": activation_bytes(model, verified, verified * model.moe.top_k),
+        "runtime": int(device.memory.require("runtime_overhead_MiB", device.name) * 2**20),
+    }
+
+
+def _cache_bytes(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, base_B: int) -> int:
+    n_keys = model.num_moe_layers * model.moe.num_routed_experts
+    usable = int(device.memory.usable_GiB * GiB)
+    if run.cache_policy == "resident":
+        need = n_keys * model.expert_bytes("q4_0")
+        if base_B + need > usable:
+            raise InputError("cache_policy", f"resident needs {(base_B + need) / GiB:.2f} GiB for {model.name}, more "
+                             f"than the {device.memory.usable_GiB} GiB usable on {device.name}", "resident")
+        return need
+    if run.cache_policy == "none":
+        return 0
+    if run.cache_GiB is not None:
+        return int(run.cache_GiB * GiB)
+    left = usable - base_B
+    if left <= 0:
+        raise InputError("cache_GiB", f"has no room: {model.name}'s resident weights, KV cache and runtime need "
+                         f"{base_B / GiB:.2f} GiB of the {device.memory.usable_GiB} GiB usable on {device.name}", None)
+    return left
+
+
+def _max_set(run: DecodeRun, model: ModelSpec) -> int:
+    return min(model.moe.num_routed_experts, model.moe.top_k * (run.gamma if run.spec != "none" else 1))
+
+
+def _pinned(run: DecodeRun, experts: I16, n_exp: int, slots: int) -> tuple[list[int], int]:
+    """The pinned set, chosen on the whole trace (in-sample: what offline profiling of the same
+    workload would find at best)."""
+    if run.cache_policy != "pinned":
+        return [], 0
+    n = min(int(slots * run.pinned_share), max(slots - 1, 0))
+    if n <= 0:
+        return [], 0
+    if run.pinned_by == "frequency":
+        return list(pinned_by_frequency(experts, n_exp, n)), n
+    return list(pinned_by_graph(coactivation_graph(experts, n_exp, cross_layer=True), n)), n
+
+
+def _layout(run: DecodeRun, experts: I16, n_exp: int, n_layers: int) -> ReadLayout | None:
+    """Experts stored in groups of ``read_group_size`` per layer (co-activation or id order)."""
+    g = run.read_group_size
+    if g <= 1:
+        return None
+    if run.read_grouping == "id":
+        return ReadLayout.of(grp for layer in range(n_layers) for grp in groups_by_id(n_exp, g, layer=layer))
+    graph = coactivation_graph(experts, n_exp)
+    return ReadLayout.of(grp for layer in range(n_layers) for grp in read_groups(graph, layer, n_exp, g))
+
+
+def _crossfit_next_layer(experts: I16, bounds: tuple[tuple[int, int], ...], n_exp: int) -> I16:
+    """``[T, L, k]``: row ``[t, l]`` predicts token ``t``'s layer ``l`` from its layer ``l - 1``,
+    and the previous token's layer ``l`` (both known in decode), by a layer-ahead model fitted on the
+    other half of each request (two-fold cross-fitting)."""
+    t = experts.shape[0]
+    fold = np.zeros(t, dtype=np.int64)
+    seg = np.zeros(t, dtype=np.int64)
+    for i, (a, b) in enumerate(bounds):
+        fold[a:b] = (np.arange(b - a) * 2) // max(b - a, 1)
+        seg[a:b] = i
+    out = np.zeros_like(experts)
+    for f in (0, 1):
+        train, test = fold != f, fold == f
+        if not train.any() or not test.any():
+            train = np.ones(t, dtype=bool)
+        model = LayerAheadPredictor(use_previous_token=True).fit(experts[train], seg[train] * 2 + fold[train], n_exp)
+        out[test] = model.predict(experts, seg)[test]
+    return out
+
+
+def _next_layer_table(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int], ...], n_exp: int,
+                      rng: np.random.Generator) -> I16 | None:
+    """``[T, L, k]``: entry ``[t, m]`` names the experts predicted for layer ``m + 1``."""
+    if run.prefetch == "none":
+        return None
+    pred = run.predictor
+    if pred.kind == "oracle":
+        table = experts
+    elif pred.kind == "accuracy":
+        assert pred.fraction is not None
+        table = accuracy_table(experts, n_exp, pred.fraction, rng)[0]
+    else:
+        table = _crossfit_next_layer(experts, bounds, n_exp)
+    out = np.zeros_like(experts)
+    out[:, :-1] = table[:, 1:]
+    out[:, -1] = experts[:, -1]   # nothing after the last layer (never issued)
+    return out
+
+
+def _node_predictor(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int], ...], token_ids: Any, n_exp: int,
+                    rng: np.random.Generator) -> PredictFn | None:
+    if run.spec not in ("ecospec", "cache-aware"):
+        return None
+    pred = run.predictor
+    if pred.kind == "trace":
+        fit = fit_learned(experts, list(bounds), token_ids, n_exp, run.tree.depth + 1, 2)
+
+        def learned(root: int, sources: npt.NDArray[np.int64], depth: npt.NDArray[np.int64]) -> Words:
+            return pack_sets(fit(root, sources, depth), n_exp)
+
+        return learned
+    table = oracle_table(experts) if pred.kind == "oracle" else accuracy_table(experts, n_exp, pred.fraction or 0.0,
+                                                                                rng)
+    return table_predictor(pack_sets(table, n_exp))
+
+
+def _draft_ns(run: DecodeRun, model: ModelSpec, be: Backend) -> float:
+    """An EAGLE-style draft on the same unit: per draft step one attention layer over the context
+    for the expanded tokens and the (shared) LM head for them."""
+    if run.spec == "none":
+        return 0.0
+    shape = tree_shape(run.tree.depth, run.tree.width)
+    total = 0.0
+    first_attention = next((i for i in range(model.num_layers) if is_attention_layer(model, i)), 0)
+    for d in range(run.tree.depth):
+        n = max(shape.expanded[d], 1)
+        total += attention_op(model, n, first_attention, be, past=run.context).total_ns
+        total += lm_head_op(model, be, n * run.tree.width).total_ns
+    return total
+
+
+def cpu_decode_backend(device: MobileNPUProfile) -> Backend:
+    """The CPU for decode: one-token products stream quantised weights at ``cpu.q4_0_gemv_GBps``
+    (measured llama.cpp decode rates are far below the DRAM peak), when the profile has it."""
+    be = cpu_backend(device)
+    gemv = device.cpu.q4_0_gemv_GBps
+    return be if gemv is None else replace(be, weight_B_per_ns=gemv)
+
+
+def _percentiles(step_ns: list[int], emitted: list[int]) -> dict[str, float]:
+    per_token = np.repeat(np.array(step_ns, dtype=np.float64) / np.maximum(emitted, 1), emitted) / 1e6
+    if not per_token.size:
+        return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0}
+    p50, p90, p99 = np.percentile(per_token, [50, 90, 99])
+    return {"mean": float(per_token.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
+
+
+def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
+                    profile: MobileNPUProfile | None = None) -> DecodeResult:
+    """Simulate ``run.tokens`` decode steps of ``run.model`` on a phone with an expert cache."""
+    wall0 = time.perf_counter()
+    if isinstance(run.routing, AlternativeRouting):
+        raise InputError("draft-routing", "alternative is not supported by decode (use mixture, nearby, request, "
+                         "trace or same-position)", "alternative")
+    model = load_model(run.model)
+    device = mobile_profile(profile if profile is not None else run.device, run.overrides)
+    tr = resolve_trace(run, model, trace)
+    keep, bounds = decode_runs(tr)
+    experts, n_exp = tr.experts[keep], model.moe.num_routed_experts
+    token_ids = None if tr.token_ids is None else tr.token_ids[keep]
+    backend = run.backend
+    be = npu_backend(device) if backend == "npu" else cpu_decode_backend(device)
+    w = model.expert_bytes("q4_0")
+    memory = decode_memory(model, device, run)
+    base_B = sum(memory.values())
+    cache_B = _cache_bytes(run, model, device, base_B)
+    slots = cache_B // w
+    need = _max_set(run, model) + run.read_group_size - 1
+    if run.cache_policy not in ("none", "resident") and slots < need:
+        raise InputError("cache_GiB", f"must hold at least one step's experts of a layer ({need} x "
+                         f"{w / 2**20:.1f} MiB = {need * w / GiB:.3f} GiB) for {model.name}", cache_B / GiB)
+    n_keys = model.num_moe_layers * n_exp
+    pinned, n_pinned = _pinned(run, experts, n_exp, slots)
+    if run.cache_policy == "resident":
+        cache = make_cache("pinned", n_keys, pinned=range(n_keys))
+        policy_name = "resident"
+    else:
+        policy_name = run.cache_policy
+        cache = make_cache({"mmap": "lru"}.get(policy_name, policy_name), 0 if policy_name == "none" else slots,
+                           pinned=pinned)
+    steps_seed, predictor_seed = np.random.SeedSequence(run.seed).spawn(2)
+    pred_rng = np.random.default_rng(predictor_seed)
+    next_layer = _next_layer_table(run, experts, bounds, n_exp, pred_rng)
+    predict = _node_predictor(run, experts, bounds, token_ids, n_exp, pred_rng)
+    ufs = ufs_params(device, into_arena=backend == "npu")
+    hit_ns = expert_op(1, model, be).total_ns
+    spec = None
+    if run.spec != "none":
+        spec = SpecSettings(run.spec, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width), run.draft,
+                            run.routing, _draft_ns(run, model, be),
+                            (hit_ns + ufs.latency_ns + w / ufs.B_per_ns) / max(hit_ns, 1.0))
+    steps = DecodeSteps(experts, bounds, n_exp, run.tokens + run.warmup_tokens, next_layer, spec, predict,
+                        pack_sets(experts, n_exp) if predict is not None else None,
+                        np.random.default_rng(steps_seed), resident=lambda c: c.resident())  # type: ignore[attr-defined]
+    queue_depth = check_queue_depth(run.queue_depth or device.ufs.default_queue_depth_count, device)
+    reads = Reads(ufs, queue_depth, w,
+                  int(device.runtime.readahead_KiB * KiB) if run.cache_policy == "mmap" else None,
+                  _layout(run, experts, n_exp, model.num_moe_layers))
+    sim = Sim(run.seed)
+    stats, unit, ufs_unit = run_decode(sim, model, be, backend, cache, reads, steps, run.context, run.warmup_tokens)
+    events = sim.run()
+    return DecodeResult(_metrics(run, model, device, stats, unit, ufs_unit, steps, memory, cache_B, slots, n_pinned,
+                                 queue_depth, backend, tr, keep, bounds, events, wall0, spec,
+                                 range(n_keys) if run.cache_policy == "resident" else pinned),
+                        spans=sim.recorder.frame(), accesses=stats.accesses)
+
+
+def _metrics(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, stats: DecodeStats, unit: Any,
+             ufs_unit: Any, steps: DecodeSteps, memory: dict[str, int], cache_B: int, slots: int, n_pinned: int,
+             queue_depth: int, backend: str, tr: RoutingTrace, keep: Any, bounds: Any, events: int, wall0: float,
+             spec: SpecSettings | None, preload: Any) -> DecodeMetrics:
+    total_ns = max(sum(stats.step_ns), 1)
+    tokens = sum(stats.emitted)
+    accesses = stats.hits + stats.misses
+    measured = stats.accesses[stats.warmup_accesses:]
+    capacity = 0 if run.cache_policy == "none" else (slots if run.cache_policy != "resident" else
+                                                      model.num_moe_layers * model.moe.num_routed_experts)
+    belady = belady_hits(stats.accesses, capacity, preload=preload) if capacity else None
+    belady_measured = int(np.asarray(belady.set_hits)[stats.warmup_accesses:].sum()) if belady is not None else 0
+    io_B = stats.io_B if ufs_unit is None else ufs_unit.bytes_read - stats.ufs_B_at_start
+    io_busy = stats.io_busy_ns if ufs_unit is None else ufs_unit.busy_ns - stats.ufs_busy_at_start
+    window = max(stats.end_ns - stats.measured_from, 1)
+    memory_all = dict(memory, expert_cache=cache_B)
+    peak = sum(memory_all.values())
+    trace_info = {"source": tr.meta.source, "synthetic": bool(tr.meta.synthetic), "decode_tokens": int(len(keep)),
+                  "requests": len(bounds), "wrapped": steps.wrapped}
+    config = DecodeConfig(
+        **run_config("decode", run, device.name, profile_hash(device), trace_info),
+        tokens=run.tokens, context=run.context, cache_policy=run.cache_policy, cache_gib=cache_B / GiB,
+        cache_slots=capacity, pinned_slots=n_pinned, prefetch=run.prefetch, spec=run.spec,
+        gamma=run.gamma if run.spec != "none" else 1, backend=backend, queue_depth=queue_depth,
+        predictor=run.predictor.model_dump(mode="json"), t_draft_ms=(spec.draft_ns / 1e6) if spec else 0.0)
+    n_steps = len(stats.step_ns)
+    measured_keys = sum(len(s) for s in measured)
+    return DecodeMetrics(
+        tokens_per_s=tokens / (total_ns / 1e9),
+        ms_per_token=_percentiles(stats.step_ns, stats.emitted),
+        cache_hit_rate=stats.hits / accesses if accesses else 0.0,
+        belady_hit_rate=belady_measured / measured_keys if measured_keys else 0.0,
+        ufs_bytes_per_token=io_B / tokens if tokens else 0.0,
+        peak_memory_gib=peak / GiB,
+        fits_device_memory=peak <= device.memory.usable_GiB * GiB,
+        memory_gib={k: v / GiB for k, v in memory_all.items()},
+        bubble_share=stats.bubble_ns / total_ns,
+        mean_active_experts=float(np.mean(stats.active)) if stats.active else 0.0,
+        acceptance_length=tokens / n_steps if spec is not None and n_steps else None,
+        mean_verified_tokens=float(np.mean(stats.verified)) if stats.verified else 0.0,
+        steps=n_steps,
+        cache={"hits": stats.hits, "misses": stats.misses, "late_hits": stats.late_hits,
+               "prefetched": stats.prefetched, "prefetch_used": stats.prefetch_used,
+               "prefetch_accuracy": stats.prefetch_used / stats.prefetched if stats.prefetched else 0.0},
+        utilization={backend: unit.busy_ns / max(stats.end_ns, 1), "ufs": io_busy / window},
+        predictor_accuracy=(steps.predicted_hits / steps.predicted_slots) if steps.predicted_slots else None,
+        trace=trace_info,
+        sim={"wall_s": time.perf_counter() - wall0, "events": events},
+        config=config)

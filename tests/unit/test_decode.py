@@ -1,0 +1,128 @@
+"""Phone decode with an expert cache (``moesim decode``): the workload, its checks and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from moesim import InputError
+from moesim.config.catalog import load_model
+from moesim.config.decode import DecodeRun
+from moesim.policies.decode.cache import make_cache
+from moesim.policies.decode.replay import replay
+from moesim.simulate.decode import simulate_decode
+from moesim.traces.trace import RoutingTrace
+from tests.traces_helpers import make_trace, topk_ids
+
+MODEL = "olmoe-1b-7b"      # 16 layers x 64 experts, top-8; 3.5 MB Q4_0 experts
+
+
+def skewed_trace(tokens: int = 240, segments: tuple[int, ...] = (120, 120), seed: int = 0) -> RoutingTrace:
+    """Zipf-like popularity per layer, so a cache has something to keep."""
+    spec = load_model(MODEL)
+    rng = np.random.default_rng(seed)
+    pop = 1.0 / (1.0 + rng.permuted(np.tile(np.arange(spec.moe.num_routed_experts), (spec.num_moe_layers, 1)),
+                                    axis=1))
+    e = topk_ids(rng, (tokens, spec.num_moe_layers), spec.moe.num_routed_experts, spec.moe.top_k, pop)
+    return make_trace(e, list(segments), model=MODEL)
+
+
+TRACE = skewed_trace()
+
+
+def run(**kw: object) -> DecodeRun:
+    return DecodeRun(model=MODEL, **{"tokens": 40, "cache_GiB": 0.6, **kw})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu", "pinned", "mmap"])
+def test_des_hits_equal_an_offline_replay_of_the_same_accesses(policy: str) -> None:
+    r = simulate_decode(run(cache_policy=policy, spec="confidence" if policy == "lfu" else "none"), trace=TRACE)
+    m = r.metrics
+    cfg = m.config
+    # rebuild the same cache offline and replay the accesses the DES logged, set by set
+    from moesim.simulate.decode import _pinned
+    w = load_model(MODEL).expert_bytes("q4_0")
+    slots = int(cfg.cache_gib * 2**30) // w
+    pinned, _ = _pinned(run(cache_policy=policy), TRACE.experts, 64, slots)
+    cache = make_cache("lru" if policy == "mmap" else policy, slots, pinned=pinned)
+    counts = replay(cache, r.accesses)
+    assert (counts.hits, counts.misses) == (m.cache["hits"], m.cache["misses"])
+    assert m.belady_hit_rate >= m.cache_hit_rate
+
+
+def test_resident_never_reads_and_none_reads_every_routed_expert() -> None:
+    res = simulate_decode(run(cache_policy="resident", cache_GiB=None), trace=TRACE).metrics
+    assert res.cache_hit_rate == 1.0 and res.ufs_bytes_per_token == 0 and res.bubble_share == 0
+    none = simulate_decode(run(cache_policy="none", cache_GiB=None), trace=TRACE).metrics
+    w = load_model(MODEL).expert_bytes("q4_0")
+    assert none.cache_hit_rate == 0.0
+    assert none.ufs_bytes_per_token == pytest.approx(none.mean_active_experts * w)
+    assert none.tokens_per_s < res.tokens_per_s
+
+
+def test_more_cache_never_slower_for_lru_and_belady_bounds_every_policy() -> None:
+    rates = [simulate_decode(run(cache_GiB=g), trace=TRACE).metrics for g in (0.3, 0.6, 1.2)]
+    assert [m.cache_hit_rate for m in rates] == sorted(m.cache_hit_rate for m in rates)
+    assert all(m.belady_hit_rate >= m.cache_hit_rate for m in rates)
+
+
+def test_oracle_next_layer_prefetch_hides_reads_it_predicts() -> None:
+    base = simulate_decode(run(cache_GiB=0.3), trace=TRACE).metrics
+    pre = simulate_decode(run(cache_GiB=0.3, prefetch="next-layer", predictor={"kind": "oracle"}), trace=TRACE).metrics
+    assert pre.cache["prefetched"] > 0
+    assert pre.cache["prefetch_used"] <= pre.cache["prefetched"]
+    assert pre.tokens_per_s > base.tokens_per_s
+
+
+def test_cache_aware_equals_ecospec_when_everything_is_cached() -> None:
+    a = simulate_decode(run(cache_policy="resident", cache_GiB=None, spec="ecospec", predictor={"kind": "oracle"}),
+                        trace=TRACE).metrics
+    b = simulate_decode(run(cache_policy="resident", cache_GiB=None, spec="cache-aware",
+                            predictor={"kind": "oracle"}), trace=TRACE).metrics
+    assert (a.steps, a.acceptance_length, a.mean_active_experts) == (b.steps, b.acceptance_length,
+                                                                     b.mean_active_experts)
+    assert a.acceptance_length is not None and a.acceptance_length >= 1.0
+
+
+def test_speculation_emits_exactly_the_tokens_asked() -> None:
+    m = simulate_decode(run(spec="confidence", tokens=37), trace=TRACE).metrics
+    assert m.acceptance_length is not None
+    assert round(m.acceptance_length * m.steps) == 37
+
+
+def test_same_seed_same_json_and_rerun_reproduces() -> None:
+    from moesim.results import flatten_metrics
+
+    a = simulate_decode(run(spec="cache-aware", seed=3), trace=TRACE).to_dict()
+    b = simulate_decode(run(spec="cache-aware", seed=3), trace=TRACE).to_dict()
+    for d in (a, b):
+        d["sim"].pop("wall_s")
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert "tokens_per_s" in flatten_metrics(a)
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"cache_GiB": 0.01}, "cache_GiB"),
+    ({"model": "mixtral-8x7b", "cache_policy": "resident", "cache_GiB": None}, "cache_policy"),
+    ({"queue_depth": 99}, "queue_depth"),
+])
+def test_impossible_configurations_name_the_field(kw: dict[str, object], field: str) -> None:
+    r = DecodeRun(**{"model": MODEL, "tokens": 8, "cache_GiB": 0.6, **kw})  # type: ignore[arg-type]
+    trace = None if r.model != MODEL else TRACE
+    with pytest.raises(InputError) as err:
+        simulate_decode(r, trace=trace)
+    assert err.value.field == field
+
+
+def test_cli_json_keys_and_one_line_errors(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("decode", "--model", MODEL, "--tokens", "4", "--cache-gib", "0.6", "--json")
+    assert res.code == 0, res.err
+    data = json.loads(res.out)
+    for key in ("tokens_per_s", "ms_per_token", "cache_hit_rate", "ufs_bytes_per_token", "peak_memory_gib",
+                "bubble_share", "mean_active_experts", "acceptance_length", "config", "trace", "sim"):
+        assert key in data
+    assert set(data["ms_per_token"]) == {"mean", "p50", "p90", "p99"}
+    bad = run_cli("decode", "--model", MODEL, "--tokens", "4", "--cache-gib", "0.001")
+    assert bad.code == 2 and len(bad.err.strip().splitlines()) == 1 and "cache_GiB" in bad.err

@@ -1,4 +1,5 @@
-"""Regenerate the console examples of docs/cli.md and docs/tutorial-prefill.md from real runs.
+"""Regenerate the console examples of docs/cli.md, docs/tutorial-prefill.md and docs/tutorial-decode.md
+from real runs.
 
     python docs/gen_examples.py
 
@@ -41,7 +42,7 @@ def render(template: str) -> str:
 
 
 def main_() -> None:
-    for name in ("cli", "tutorial-prefill"):
+    for name in ("cli", "tutorial-prefill", "tutorial-decode"):
         template = (HERE / "templates" / f"{name}.md").read_text()
         (HERE / f"{name}.md").write_text(render(template))
         print("wrote", HERE / f"{name}.md")

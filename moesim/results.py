@@ -138,6 +138,8 @@ class SpecDecodeMetrics(Frozen):
     """The stable keys of ``moesim specdecode --json`` (docs/specdecode.md defines each)."""
 
     batch_size: int = 1
+    temperature: float = 0.0                   # 0 greedy, 1 rejection sampling
+    acceptance_scale: float = 1.0              # the draft's acceptance at this temperature relative to greedy
     mean_active_experts: float
     acceptance_length: float
     hbm_bytes_per_step: float

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
              "| setting | wall s | events | steps | ratio to plain |", "|---|---|---|---|---|"]
     lines += [f"| {n} | {w:.3f} | {e:,} | {s} | {w / base:.2f} |" for n, w, e, s in rows]
     out = Path(__file__).resolve().parent / "decode_bench.md"
-    write_text_atomic(out, "\n".join(lines) + "\n")
+    write_text_atomic("\n".join(lines) + "\n", out)
     print("\n".join(lines))
     return 0
 

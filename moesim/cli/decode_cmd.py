@@ -69,6 +69,8 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
 @click.option("--width", type=int, help="Tokens kept per draft step [default: 2].")
 @click.option("--draft-routing", metavar="KIND", help="Routing of non-true drafts [default: mixture].")
 @click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance).")
+@click.option("--temperature", type=float, default=0.0, show_default=True,
+              help="Sampling temperature of speculative decoding: 0 (greedy) or 1.")
 @click.option("--predictor", metavar="KIND", help="oracle, trace or accuracy:P [default: trace].")
 @click.option("--backend", type=click.Choice(["cpu", "npu"]), default="cpu", show_default=True,
               help="Compute unit: the CPU cores (llama.cpp-like) or the HTP (decode overheads from the prefill fit).")
@@ -91,7 +93,8 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
 def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float | None, cache_policy: str,
            pinned_by: str, pinned_share: float, prefetch: str, read_group_size: int, read_grouping: str, spec: str,
            gamma: int, depth: int | None,
-           width: int | None, draft_routing: str | None, draft_mu: float | None, predictor: str | None,
+           width: int | None, draft_routing: str | None, draft_mu: float | None, temperature: float,
+           predictor: str | None,
            backend: str, queue_depth: int | None, warmup_tokens: int, trace_path: str | None, seed: int,
            overrides: tuple[str, ...], timeline: str | None, memory_budget_gib: float | None, autoconfig: bool,
            check: bool, as_json: bool) -> None:
@@ -100,7 +103,8 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
         model=model, device=device, tokens=tokens, context=context, cache_GiB=cache_GiB, cache_policy=cache_policy,
         pinned_by=pinned_by, pinned_share=pinned_share, prefetch=prefetch, read_group_size=read_group_size,
         read_grouping=read_grouping, spec=spec, gamma=gamma, depth=depth,
-        width=width, draft_routing=draft_routing, draft_mu=draft_mu, predictor=predictor, backend=backend,
+        width=width, draft_routing=draft_routing, draft_mu=draft_mu, temperature=temperature, predictor=predictor,
+        backend=backend,
         queue_depth=queue_depth, warmup_tokens=warmup_tokens, trace=trace_path, seed=seed, overrides=overrides))
     if autoconfig or check or memory_budget_gib is not None:
         _autoconfig(run, memory_budget_gib, autoconfig, check, timeline, as_json)

@@ -68,6 +68,9 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
               "85-90% accepted; tree 1 x 1 and gamma 2 unless given).")
 @click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance): default, the value "
               "fitted to gpt-oss-120b's alpha = 1.88.")
+@click.option("--temperature", type=float, default=0.0, show_default=True,
+              help="Sampling temperature, 0 (greedy) or 1 (rejection sampling: acceptance from the model's "
+              "published T=1/T=0 ratio).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
               help="Override one profile number (repeatable), e.g. runtime.per_active_expert_us=20")
@@ -79,7 +82,7 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
 def specdecode(model: str, device: str, trace_path: str | None, selector: str | None, gamma: int, predictor: str,
                depth: int, width: int, draft_routing: str, epsilon: float, t_draft_ms: float | None,
                t_pred_ms: float | None, passes: int, batch_size: int, requests: str | None, drafter: str,
-               draft_mu: float | None, seed: int,
+               draft_mu: float | None, temperature: float, seed: int,
                overrides: tuple[str, ...], gamma_sweep: str | None, plot: str | None, as_json: bool) -> None:
     """Simulate speculative decoding with draft trees and a selection rule (EcoSpec), batch 1 or more."""
     if drafter == "mtp":     # a one-token chain unless the user said otherwise
@@ -93,7 +96,7 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
         "gamma": gamma, "predictor": parse_predictor(predictor), "tree": {"depth": depth, "width": width},
         "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,
         "t_pred_ms": t_pred_ms, "passes": passes, "batch_size": batch_size, "requests": requests, "drafter": drafter,
-        "seed": seed,
+        "seed": seed, "temperature": temperature,
         "overrides": parse_overrides(overrides),
         **({"draft": {"top1_logit_mean": draft_mu}} if draft_mu is not None else {})})
     profile = gpu_profile(run.device, run.overrides)
@@ -114,7 +117,7 @@ def show_specdecode(metrics: SpecDecodeMetrics, as_json: bool) -> None:
         return
     cfg, tr = m["config"], m["config"]["trace"]
     click.echo(f"{cfg['model']} on {cfg['device']}: draft {cfg['drafter']}, {cfg['selector']}, gamma {cfg['gamma']}, "
-               f"batch {m['batch_size']}, tree "
+               f"batch {m['batch_size']}, T {m['temperature']:g}, tree "
                f"{cfg['tree']['depth']} x {cfg['tree']['width']}, predictor {cfg['predictor']['kind']}, "
                f"draft routing {cfg['routing']['kind']}")
     if cfg["overrides"]:

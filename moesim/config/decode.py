@@ -11,7 +11,14 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from moesim.config.base import Frozen
-from moesim.config.specdecode import DraftAccuracy, DraftRouting, DraftTree, MixtureRouting
+from moesim.config.specdecode import (
+    DraftAccuracy,
+    DraftRouting,
+    DraftTree,
+    MixtureRouting,
+    Temperature,
+    check_temperature,
+)
 from moesim.errors import InputError
 
 __all__ = ["CachePolicy", "CACHE_POLICY_NAMES", "DecodeSpec", "DECODE_SPEC_NAMES", "DecodePrefetch",
@@ -76,6 +83,7 @@ class DecodeRun(Frozen):
     epsilon: PositiveFloat = Field(1.0, description="the score's epsilon: P / (cost + epsilon)")
     tree: DraftTree = Field(default_factory=DraftTree)
     draft: DraftAccuracy = Field(default_factory=DraftAccuracy)
+    temperature: Temperature = Field(0.0, description="sampling temperature: 0 (greedy) or 1 (rejection sampling)")
     routing: DraftRouting = Field(default_factory=MixtureRouting)
     predictor: DecodePredictor = Field(default_factory=DecodePredictor)
     backend: Literal["cpu", "npu"] = Field(
@@ -89,6 +97,7 @@ class DecodeRun(Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> DecodeRun:
+        check_temperature(self.temperature)
         if self.spec != "none" and self.gamma > self.tree.n_nodes:
             raise ValueError(f"gamma must be <= the {self.tree.n_nodes} nodes of a {self.tree.depth} x "
                              f"{self.tree.width} draft tree, got {self.gamma}")

@@ -17,10 +17,10 @@ from moesim.config.base import Frozen
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL
 from moesim.errors import InputError
 
-__all__ = ["SELECTORS", "Selector", "DraftTree", "DraftAccuracy", "NearbyRouting", "RequestRouting",
-           "TraceRouting", "SamePositionRouting", "MixtureRouting", "AlternativeRouting", "DraftRouting",
-           "OraclePredictor",
-           "AccuracyPredictor", "LearnedPredictor", "Predictor", "SpecDecodeRun", "parse_predictor",
+__all__ = ["SELECTORS", "Selector", "Temperature", "check_temperature", "DraftTree", "DraftAccuracy",
+           "NearbyRouting", "RequestRouting", "TraceRouting", "SamePositionRouting", "MixtureRouting",
+           "AlternativeRouting", "DraftRouting", "OraclePredictor", "AccuracyPredictor", "LearnedPredictor",
+           "Predictor", "SpecDecodeRun", "parse_predictor",
            "parse_routing", "FITTED_TOP1_LOGIT", "FITTED_CONTEXT_FREE_SHARE", "MTP_TOP1_LOGIT", "MTP_ACCEPTANCE",
            "MTP_MODELS"]
 
@@ -41,6 +41,17 @@ MTP_ACCEPTANCE = (0.85, 0.90)
 #: models that ship an MTP module (DeepSeek-V3 and its updates)
 MTP_MODELS = ("deepseek-v3.1",)
 FITTED_CONTEXT_FREE_SHARE = 0.9557
+
+
+#: the temperatures whose acceptance is known from published measurements
+Temperature = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+def check_temperature(value: float) -> float:
+    """0 or 1: acceptance at other temperatures has no published data here."""
+    if value not in (0.0, 1.0):
+        raise ValueError(f"temperature must be 0 or 1 (the two measured settings), got {value}")
+    return value
 
 
 class DraftTree(Frozen):
@@ -74,6 +85,9 @@ class DraftAccuracy(Frozen):
     top1_logit_sd: NonNegativeFloat = Field(1.5, le=10.0)
     rank_share: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.3
     depth_drift: float = Field(0.0, ge=-5.0, le=5.0)
+    acceptance_scale: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        1.0, description="the chance that the true token is a node's child, relative to greedy decoding (the "
+                         "draft's confidences unchanged): 1 at T = 0, below 1 at T = 1 (set from --temperature)")
 
 
 class NearbyRouting(Frozen):
@@ -171,9 +185,15 @@ class SpecDecodeRun(Frozen):
         "eagle3", description="the draft: an EAGLE-3 tree, or the model's own MTP module (one extra token a step)")
     batch_size: Annotated[int, Field(ge=1, le=64)] = Field(
         1, description="requests decoded together: one verification forward over the union of their trees' experts")
+    temperature: Temperature = Field(0.0, description="sampling temperature: 0 (greedy) or 1 (rejection sampling)")
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")
+
+    @model_validator(mode="after")
+    def _measured_temperature(self) -> SpecDecodeRun:
+        check_temperature(self.temperature)
+        return self
 
     @model_validator(mode="after")
     def _mtp_is_a_one_token_chain(self) -> SpecDecodeRun:

@@ -108,10 +108,22 @@ def ar_time(p: VerifyParams) -> float:
     return float(forward_time(p, float(p.n_moe_layers * p.top_k), 1))
 
 
-def draft_time_estimate(p: VerifyParams, depth: int) -> float:
+def draft_time_estimate(p: VerifyParams, depth: int, tokens_per_step: tuple[int, ...] = ()) -> float:
     """A rough EAGLE-style draft cost when no published figure exists: per draft step one
-    forward of one decoder layer (the target's average non-expert layer) and the LM head,
-    in the same runtime."""
+    forward of one decoder layer (the target's average non-expert layer) and the LM head over
+    that step's tokens (``tokens_per_step[d]``, 1 when not given), in the same runtime; a step
+    reads the weights once and computes on every token, so a wider tree costs more only once
+    it is compute-bound.
+
+    >>> p = VerifyParams(2, 2, 1, 10, 100, 20, 0, 0, 1e3, 1e9, 0.5, 0.25, 0.125)
+    >>> draft_time_estimate(p, 2) == 2 * draft_time_estimate(p, 1)
+    True
+    """
     layer_bytes = (p.non_expert_bytes - p.head_bytes) / max(p.n_layers, 1)
-    step = p.per_step_s + p.per_layer_s + (layer_bytes + p.head_bytes) / p.hbm_Bps
-    return depth * step
+    layer_weights = p.dense_weights / max(p.n_layers, 1)
+    total = 0.0
+    for d in range(depth):
+        n = tokens_per_step[d] if d < len(tokens_per_step) else 1
+        hw = max((layer_bytes + p.head_bytes) / p.hbm_Bps, n * 2.0 * layer_weights / p.flops_per_s)
+        total += p.per_step_s + p.per_layer_s + hw
+    return total

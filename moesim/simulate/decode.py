@@ -39,7 +39,7 @@ from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle
 from moesim.policies.specdecode.tree import tree_shape
 from moesim.results import DecodeConfig, DecodeMetrics, DecodeResult, run_config
 from moesim.simulate.prefill import mobile_profile
-from moesim.simulate.specdecode import decode_runs, resolve_trace
+from moesim.simulate.specdecode import decode_runs, draft_at_temperature, resolve_trace
 from moesim.traces.trace import RoutingTrace
 from moesim.units import FP16_B, GiB, KiB
 from moesim.workloads.decode import DecodeStats, Reads, run_decode
@@ -241,7 +241,8 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     hit_ns = expert_op(1, model, be).total_ns
     spec = None
     if run.spec != "none":
-        spec = SpecSettings(run.spec, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width), run.draft,
+        draft = draft_at_temperature(run.draft, model.name, run.temperature)[0]
+        spec = SpecSettings(run.spec, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width), draft,
                             run.routing, _draft_ns(run, model, be),
                             (hit_ns + ufs.latency_ns + w / ufs.B_per_ns) / max(hit_ns, 1.0))
     steps = DecodeSteps(experts, bounds, n_exp, run.tokens + run.warmup_tokens, next_layer, spec, predict,

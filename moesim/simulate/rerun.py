@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from moesim.config.decode import DecodeRun
 from moesim.config.loading import validate_data
 from moesim.config.prefill import PrefillRun
 from moesim.config.profiles import profile_hash
 from moesim.config.specdecode import SpecDecodeRun
 from moesim.errors import InputError
-from moesim.results import HOST_CLOCK_FIELDS, PrefillResult, SpecDecodeResult, flatten_metrics
+from moesim.results import HOST_CLOCK_FIELDS, DecodeResult, PrefillResult, SpecDecodeResult, flatten_metrics
+from moesim.simulate.decode import simulate_decode
 from moesim.simulate.prefill import mobile_profile, simulate_prefill
 from moesim.simulate.specdecode import gpu_profile, simulate_specdecode
 
@@ -27,18 +29,23 @@ def _config(saved: Any, source: str) -> dict[str, Any]:
     if not isinstance(config, dict) or not isinstance(config.get("run"), dict):
         raise InputError("config.run", "is required: save the result with --json (moesim prefill/specdecode)",
                          show_value=False, source=source)
-    if config.get("workload") not in ("prefill", "specdecode"):
-        raise InputError("config.workload", "must be prefill or specdecode", config.get("workload"), source=source)
+    if config.get("workload") not in ("prefill", "specdecode", "decode"):
+        raise InputError("config.workload", "must be prefill, specdecode or decode", config.get("workload"),
+                         source=source)
     if not isinstance(config.get("profile_hash"), str):
         raise InputError("config.profile_hash", "is required", show_value=False, source=source)
     return config
 
 
-def rerun(saved: dict[str, Any], source: str = "result") -> PrefillResult | SpecDecodeResult:
+def rerun(saved: dict[str, Any], source: str = "result") -> PrefillResult | SpecDecodeResult | DecodeResult:
     """Simulate again the run that produced ``saved`` (the JSON of a ``--json`` result)."""
     config = _config(saved, source)
-    result: PrefillResult | SpecDecodeResult
-    if config["workload"] == "prefill":
+    result: PrefillResult | SpecDecodeResult | DecodeResult
+    if config["workload"] == "decode":
+        dec = validate_data(DecodeRun, config["run"], source=source)
+        _check_profile(profile_hash(mobile_profile(dec.device, dec.overrides)), config, source)
+        result = simulate_decode(dec)
+    elif config["workload"] == "prefill":
         run = validate_data(PrefillRun, config["run"], source=source)
         _check_profile(profile_hash(mobile_profile(run.device, run.overrides)), config, source)
         result = simulate_prefill(run)

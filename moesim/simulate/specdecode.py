@@ -23,7 +23,7 @@ from moesim.config.decode import DecodeRun
 from moesim.config.device import GPUServerProfile
 from moesim.config.model import ModelSpec
 from moesim.config.profiles import AnyProfile, load_profile_of, override_profile, profile_hash
-from moesim.config.specdecode import AccuracyPredictor, LearnedPredictor, SpecDecodeRun
+from moesim.config.specdecode import AccuracyPredictor, DraftAccuracy, LearnedPredictor, SpecDecodeRun
 from moesim.cost.verify import (
     VerifyParams,
     ar_time,
@@ -37,6 +37,7 @@ from moesim.errors import InputError
 from moesim.policies.specdecode.bits import Words, pack_sets
 from moesim.policies.specdecode.learned import fit_learned
 from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle_table, table_predictor
+from moesim.policies.specdecode.temperature import acceptance_scale, t1_ratio
 from moesim.policies.specdecode.tree import tree_shape
 from moesim.results import SpecDecodeConfig, SpecDecodeMetrics, SpecDecodeResult, run_config
 from moesim.traces.trace import DECODE, RoutingTrace
@@ -44,7 +45,7 @@ from moesim.units import GiB
 from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, ReplayStats, replay
 
 __all__ = ["SpecDecodeResult", "simulate_specdecode", "gamma_sweep", "gpu_profile", "resolve_trace",
-           "PUBLISHED_DRAFT_S", "DEFAULT_PRED_S", "SYNTHETIC_TOKENS", "Replayed", "replay_run",
+           "draft_at_temperature", "PUBLISHED_DRAFT_S", "DEFAULT_PRED_S", "SYNTHETIC_TOKENS", "Replayed", "replay_run",
            "decode_runs"]
 
 #: EAGLE-3 draft time per step (3 draft steps) in the EcoSpec Transformers prototype on 8x H200
@@ -114,6 +115,16 @@ def decode_runs(trace: RoutingTrace, requests: str | None = None,
     return np.concatenate(keep), tuple(bounds)
 
 
+def draft_at_temperature(draft: DraftAccuracy, model: str, temperature: float) -> tuple[DraftAccuracy, str]:
+    """The draft as it behaves at ``temperature``: unchanged at 0; at 1 with the acceptance scale
+    that reproduces the model's published T = 1 / T = 0 ratio (moesim.policies.specdecode.temperature)."""
+    if temperature == 0.0:
+        return draft, "greedy: the draft's acceptance as calibrated"
+    ratio, source = t1_ratio(model)
+    scale = acceptance_scale(draft.model_copy(update={"acceptance_scale": 1.0}), ratio)
+    return draft.model_copy(update={"acceptance_scale": scale}), f"T=1/T=0 acceptance-length ratio {ratio}: {source}"
+
+
 def _predictor(run: SpecDecodeRun, experts: npt.NDArray[np.int16], bounds: tuple[tuple[int, int], ...],
                token_ids: npt.NDArray[np.int32] | None, n_exp: int,
                rng: np.random.Generator) -> tuple[PredictFn, dict[str, Any]]:
@@ -143,7 +154,10 @@ def _draft_s(run: SpecDecodeRun, profile: GPUServerProfile, params: VerifyParams
         return draft_time_estimate(params, 1), "estimated: the MTP module (one decoder layer) + the shared LM head"
     if run.model in PUBLISHED_DRAFT_S and profile.runtime.kind == "transformers-loop":
         return PUBLISHED_DRAFT_S[run.model] * run.tree.depth / 3, "paper: EAGLE-3 draft time (BRIEF.md section 6)"
-    return draft_time_estimate(params, run.tree.depth), "estimated: one decoder layer + LM head per draft step"
+    shape = tree_shape(run.tree.depth, run.tree.width)
+    tokens = tuple(e * run.tree.width for e in shape.expanded)
+    return (draft_time_estimate(params, run.tree.depth, tokens),
+            "estimated: one decoder layer + LM head per draft step over that step's tokens")
 
 
 def _pred_s(run: SpecDecodeRun) -> tuple[float, str]:
@@ -181,7 +195,8 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replaye
         pred_info["used"] = True
     inputs = ReplayInputs(pack_sets(experts, n_exp), predict, bounds, model.num_moe_layers, model.moe.top_k)
     policy = ReplayPolicy(run.selector, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width),
-                          run.draft, run.routing, run.passes, run.batch_size)
+                          draft_at_temperature(run.draft, model.name, run.temperature)[0], run.routing, run.passes,
+                          run.batch_size)
     info = {"source": trace.meta.source, "synthetic": bool(trace.meta.synthetic), "decode_tokens": int(len(keep)),
             "requests": len(bounds)}
     return Replayed(replay(inputs, policy, np.random.default_rng(replay_seed)), pred_info, info)
@@ -230,8 +245,11 @@ def _metrics(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams,
     else:
         ar_tps, t_ar_step, ar_active = 1.0 / t_ar, t_ar, float(params.top_k)
     accuracy = stats.predicted_hits / stats.predicted_slots if stats.predicted_slots else None
+    scale, t_src = draft_at_temperature(run.draft, run.model, run.temperature)
     metrics: dict[str, Any] = {
         "batch_size": run.batch_size,
+        "temperature": run.temperature,
+        "acceptance_scale": scale.acceptance_scale,
         "mean_active_experts": float(stats.active.mean()),
         "acceptance_length": float(tokens.sum() / lanes.sum()),
         "hbm_bytes_per_step": float(hbm.mean()),
@@ -244,7 +262,7 @@ def _metrics(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams,
         "mean_verified_tokens": float(stats.verified.mean()),
         "ar": {"t_token_s": t_ar, "tokens_per_s": ar_tps, "t_step_s": t_ar_step, "mean_active_experts": ar_active,
                "hbm_bytes_per_token": float(forward_bytes(params, float(params.n_moe_layers * params.top_k)))},
-        "predictor": pred_info, "sources": {"t_draft_s": draft_src, "t_pred_s": pred_src},
+        "predictor": pred_info, "sources": {"t_draft_s": draft_src, "t_pred_s": pred_src, "temperature": t_src},
     }
     steps = pd.DataFrame({"step": np.arange(len(tokens)), "accepted": stats.accepted, "verified": stats.verified,
                           "active_experts": total.astype(np.int64), "hbm_bytes": hbm, "t_verify_s": t_verify})

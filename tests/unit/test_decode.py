@@ -126,3 +126,41 @@ def test_cli_json_keys_and_one_line_errors(run_cli) -> None:  # type: ignore[no-
     assert set(data["ms_per_token"]) == {"mean", "p50", "p90", "p99"}
     bad = run_cli("decode", "--model", MODEL, "--tokens", "4", "--cache-gib", "0.001")
     assert bad.code == 2 and len(bad.err.strip().splitlines()) == 1 and "cache_GiB" in bad.err
+
+
+def test_rerun_reproduces_a_saved_decode_result(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("decode", "--model", MODEL, "--tokens", "6", "--cache-gib", "0.6", "--spec", "cache-aware", "--json")
+    assert res.code == 0, res.err
+    path = tmp_path / "r.json"
+    path.write_text(res.out)
+    again = run_cli("rerun", str(path), "--json")
+    assert again.code == 0, again.err
+    a, b = json.loads(res.out), json.loads(again.out)
+    for d in (a, b):
+        d["sim"].pop("wall_s")
+    assert a == b
+
+
+def test_autoconfig_takes_the_best_full_run_and_refuses_a_tiny_budget() -> None:
+    from moesim.autoconfig.decode import cache_left_gib, candidates, choose
+
+    base = DecodeRun(model=MODEL, tokens=12)
+    choice = choose(base, 1.5, screen_tokens=6)
+    full = [r["tokens_per_s"] for r in choice.table if r["tokens_per_s"] is not None]
+    assert len(choice.table) == len(candidates()) and len(full) == 3
+    assert choice.tokens_per_s == max(full)
+    assert choice.run.cache_GiB == pytest.approx(cache_left_gib(choice.run, 1.5))
+    assert choice.run.cache_policy == "lru"
+    with pytest.raises(InputError) as err:
+        choose(base, 0.3)
+    assert err.value.field == "memory_budget_GiB"
+
+
+@pytest.mark.slow
+def test_autoconfig_choice_matches_the_exhaustive_sweep() -> None:
+    from moesim.autoconfig.decode import choose, exhaustive
+
+    base = DecodeRun(model=MODEL, tokens=24, warmup_tokens=8)
+    choice = choose(base, 1.5)
+    best = max(r["tokens_per_s"] for r in exhaustive(base, 1.5))
+    assert choice.tokens_per_s >= 0.95 * best

@@ -371,3 +371,19 @@ def test_requests_filter_replays_one_dataset(small_trace) -> None:  # type: igno
     assert m["config"]["requests"] == labels[0]
     with pytest.raises(InputError, match="requests must match a request label of the trace"):
         decode_runs(small_trace, "no-such-dataset")
+
+
+def test_temperature_one_lowers_acceptance_by_the_published_ratio_on_a_chain() -> None:
+    """At T = 1 a 7-token chain's acceptance length falls by the model's published ratio (the
+    scale is solved in closed form; the replay of a long random trace reproduces it)."""
+    from moesim.policies.specdecode.temperature import t1_ratio
+
+    trace = random_trace("gpt-oss-120b", 4000, [4000])
+    base = {"model": "gpt-oss-120b", "gamma": 8, "tree": {"depth": 7, "width": 1}, "passes": 2}
+    t0 = simulate_specdecode(SpecDecodeRun.model_validate(base), trace).metrics
+    t1 = simulate_specdecode(SpecDecodeRun.model_validate({**base, "temperature": 1}), trace).metrics
+    assert t0.temperature == 0 and t0.acceptance_scale == 1.0
+    assert 0 < t1.acceptance_scale < 1
+    assert t1.acceptance_length / t0.acceptance_length == pytest.approx(t1_ratio("gpt-oss-120b")[0], abs=0.02)
+    with pytest.raises(ValueError, match="temperature must be 0 or 1"):
+        SpecDecodeRun.model_validate({**base, "temperature": 0.7})

@@ -111,7 +111,7 @@ def build_trees(shape: TreeShape, acc: DraftAccuracy, noise: TreeNoise) -> Draft
         parent[:, c0:c0 + nf * w] = np.repeat(front, w, axis=1)
         hit = front == true_node[:, d - 1][:, None]
         slot = hit.argmax(axis=1)
-        cum = np.cumsum(q[rows, slot], axis=1)
+        cum = np.cumsum(q[rows, slot], axis=1) * acc.acceptance_scale   # T = 1: fewer children accepted
         rank = (noise.u[rows, col + slot][:, None] >= cum).sum(axis=1)
         found = hit.any(axis=1) & (rank < w)
         true_node[:, d] = np.where(found, c0 + slot * w + rank, -1)

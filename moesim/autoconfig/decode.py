@@ -22,7 +22,7 @@ from typing import Any
 from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
 from moesim.errors import InputError
-from moesim.simulate.decode import decode_memory, simulate_decode
+from moesim.simulate.decode import decode_memory, expert_bytes, simulate_decode
 from moesim.simulate.prefill import mobile_profile
 from moesim.units import GiB
 
@@ -55,7 +55,7 @@ def cache_left_gib(run: DecodeRun, budget_gib: float) -> float:
     model, device = load_model(run.model), mobile_profile(run.device, run.overrides)
     rest = sum(decode_memory(model, device, run).values()) / GiB
     left = budget_gib - rest
-    need = model.expert_bytes("q4_0") * model.moe.top_k * (run.gamma if run.spec != "none" else 1) / GiB
+    need = expert_bytes(run, model) * model.moe.top_k * (run.gamma if run.spec != "none" else 1) / GiB
     if left < need:
         raise InputError("memory_budget_GiB", f"must be >= {rest + need:.3f} GiB for {run.model} with "
                          f"{run.spec} speculation (weights, KV cache, activations and runtime {rest:.3f} GiB + one "

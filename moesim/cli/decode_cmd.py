@@ -58,6 +58,9 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
 @click.option("--pinned-share", type=float, default=0.5, show_default=True, help="pinned: share of slots pinned.")
 @click.option("--prefetch", type=click.Choice(DECODE_PREFETCH_NAMES), default="none", show_default=True,
               help="next-layer: read the predicted experts of the next layer while this one computes.")
+@click.option("--expert-format", type=click.Choice(["Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "MXFP4"]), default="Q4_0",
+              show_default=True, help="Storage of the routed experts (Q4_K/Q5_K: llama.cpp's Q4_K_M/Q5_K_M files; "
+              "MXFP4: gpt-oss); needs --backend cpu unless Q4_0.")
 @click.option("--read-group-size", type=int, default=1, show_default=True,
               help="Experts stored together and read whole on a miss (the others join the cache).")
 @click.option("--read-grouping", type=click.Choice(["graph", "id"]), default="graph", show_default=True,
@@ -91,8 +94,8 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
               "report the choice's regret against the best.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float | None, cache_policy: str,
-           pinned_by: str, pinned_share: float, prefetch: str, read_group_size: int, read_grouping: str, spec: str,
-           gamma: int, depth: int | None,
+           pinned_by: str, pinned_share: float, prefetch: str, expert_format: str, read_group_size: int,
+           read_grouping: str, spec: str, gamma: int, depth: int | None,
            width: int | None, draft_routing: str | None, draft_mu: float | None, temperature: float,
            predictor: str | None,
            backend: str, queue_depth: int | None, warmup_tokens: int, trace_path: str | None, seed: int,
@@ -101,7 +104,8 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
     """Simulate decode on a phone: an expert cache in DRAM, misses read from UFS, optional speculation."""
     run = validate_data(DecodeRun, decode_run_data(
         model=model, device=device, tokens=tokens, context=context, cache_GiB=cache_GiB, cache_policy=cache_policy,
-        pinned_by=pinned_by, pinned_share=pinned_share, prefetch=prefetch, read_group_size=read_group_size,
+        pinned_by=pinned_by, pinned_share=pinned_share, prefetch=prefetch, expert_format=expert_format,
+        read_group_size=read_group_size,
         read_grouping=read_grouping, spec=spec, gamma=gamma, depth=depth,
         width=width, draft_routing=draft_routing, draft_mu=draft_mu, temperature=temperature, predictor=predictor,
         backend=backend,

@@ -74,6 +74,9 @@ class DecodeRun(Frozen):
     pinned_share: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
         0.5, description="pinned: share of cache slots pinned")
     prefetch: DecodePrefetch = "none"
+    expert_format: Literal["Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "MXFP4"] = Field(
+        "Q4_0", description="storage of the routed experts (the rest stays Q4_0): Q4_0 as EStream; Q4_K / Q5_K "
+                            "for llama.cpp's Q4_K_M / Q5_K_M files (their base format); MXFP4 for gpt-oss's experts")
     read_group_size: Annotated[int, Field(ge=1, le=256)] = Field(
         1, description="experts stored together and read whole on a miss (1: one read per expert)")
     read_grouping: Literal["graph", "id"] = Field(
@@ -106,6 +109,9 @@ class DecodeRun(Frozen):
         if self.read_group_size > 1 and self.cache_policy in ("mmap", "none", "resident"):
             raise ValueError(f"read_group_size > 1 needs an expert cache to hold the group (lru, lfu or pinned), "
                              f"got cache_policy {self.cache_policy!r}")
+        if self.expert_format != "Q4_0" and self.backend == "npu":
+            raise ValueError(f"expert_format {self.expert_format} needs backend 'cpu': the HTP model dequantises "
+                             "Q4_0 only")
         if self.cache_policy == "mmap" and self.backend == "npu":
             raise ValueError("cache_policy 'mmap' runs on the CPU (llama.cpp-like); backend must be 'cpu'")
         return self

@@ -23,6 +23,8 @@ class WeightFormat(str, Enum):
 
     Q4_0 = "Q4_0"
     Q8_0 = "Q8_0"
+    Q4_K = "Q4_K"
+    Q5_K = "Q5_K"
     Q6_K = "Q6_K"
     MXFP4 = "MXFP4"
     FP8 = "FP8"
@@ -49,6 +51,10 @@ class FormatInfo:
 FORMAT_INFO: dict[WeightFormat, FormatInfo] = {
     WeightFormat.Q4_0: FormatInfo(32, 18, "GGUF: fp16 scale + 32 x 4-bit", fallback=WeightFormat.FP16),
     WeightFormat.Q8_0: FormatInfo(32, 34, "GGUF: fp16 scale + 32 x 8-bit", fallback=WeightFormat.FP16),
+    WeightFormat.Q4_K: FormatInfo(256, 144, "GGUF K-quant super-block of 256: fp16 d, dmin + 12 B of 6-bit "
+                                  "scales/mins + 128 B of 4-bit weights", fallback=WeightFormat.Q8_0),
+    WeightFormat.Q5_K: FormatInfo(256, 176, "GGUF K-quant super-block of 256: fp16 d, dmin + 12 B of scales/mins + "
+                                  "32 B of high bits + 128 B of 4-bit weights", fallback=WeightFormat.Q8_0),
     WeightFormat.Q6_K: FormatInfo(256, 210, "GGUF K-quant super-block of 256", fallback=WeightFormat.Q8_0),
     WeightFormat.MXFP4: FormatInfo(32, 17, "OCP MX: E8M0 scale + 32 x FP4 (E2M1)", fallback=WeightFormat.FP16),
     WeightFormat.FP8: FormatInfo(1, 1, "E4M3 + FP32 scale per 128x128 block (DeepSeek-V3)", square_scale_block=128),

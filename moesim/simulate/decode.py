@@ -12,11 +12,12 @@ import numpy.typing as npt
 from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
 from moesim.config.device import MobileNPUProfile
-from moesim.config.model import ModelSpec
+from moesim.config.formats import WeightFormat
+from moesim.config.model import RECIPES, ModelSpec
 from moesim.config.profiles import profile_hash
 from moesim.config.specdecode import AlternativeRouting
 from moesim.cost.memory import activation_bytes
-from moesim.cost.ops import attention_op, expert_op, is_attention_layer, lm_head_op
+from moesim.cost.ops import attention_op, ffn_op, is_attention_layer, lm_head_op
 from moesim.cost.params import Backend, cpu_backend, npu_backend, ufs_params
 from moesim.engine import Sim
 from moesim.errors import InputError
@@ -44,7 +45,7 @@ from moesim.traces.trace import RoutingTrace
 from moesim.units import FP16_B, GiB, KiB
 from moesim.workloads.decode import DecodeStats, Reads, run_decode
 
-__all__ = ["simulate_decode", "decode_memory", "cpu_decode_backend"]
+__all__ = ["simulate_decode", "decode_memory", "cpu_decode_backend", "expert_bytes"]
 
 I16 = npt.NDArray[np.int16]
 
@@ -65,11 +66,17 @@ def decode_memory(model: ModelSpec, device: MobileNPUProfile, run: DecodeRun) ->
     }
 
 
+def expert_bytes(run: DecodeRun, model: ModelSpec) -> int:
+    """Bytes of one routed expert in the run's ``expert_format`` (the other weights stay Q4_0)."""
+    recipe = RECIPES["q4_0"].model_copy(update={"expert": WeightFormat(run.expert_format)})
+    return model.expert_bytes(recipe)
+
+
 def _cache_bytes(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, base_B: int) -> int:
     n_keys = model.num_moe_layers * model.moe.num_routed_experts
     usable = int(device.memory.usable_GiB * GiB)
     if run.cache_policy == "resident":
-        need = n_keys * model.expert_bytes("q4_0")
+        need = n_keys * expert_bytes(run, model)
         if base_B + need > usable:
             raise InputError("cache_policy", f"resident needs {(base_B + need) / GiB:.2f} GiB for {model.name}, more "
                              f"than the {device.memory.usable_GiB} GiB usable on {device.name}", "resident")
@@ -215,7 +222,7 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     token_ids = None if tr.token_ids is None else tr.token_ids[keep]
     backend = run.backend
     be = npu_backend(device) if backend == "npu" else cpu_decode_backend(device)
-    w = model.expert_bytes("q4_0")
+    w = expert_bytes(run, model)
     memory = decode_memory(model, device, run)
     base_B = sum(memory.values())
     cache_B = _cache_bytes(run, model, device, base_B)
@@ -238,7 +245,7 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     next_layer = _next_layer_table(run, experts, bounds, n_exp, pred_rng)
     predict = _node_predictor(run, experts, bounds, token_ids, n_exp, pred_rng)
     ufs = ufs_params(device, into_arena=backend == "npu")
-    hit_ns = expert_op(1, model, be).total_ns
+    hit_ns = ffn_op(1, model.hidden_size, model.moe.expert_intermediate_size, w, be, expert=True).total_ns
     spec = None
     if run.spec != "none":
         draft = draft_at_temperature(run.draft, model.name, run.temperature)[0]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from moesim.config.model import ModelSpec
-from moesim.cost.ops import OpCost, expert_op, is_attention_layer, layer_non_ffn, layer_window, lm_head_op
+from moesim.cost.ops import OpCost, ffn_op, is_attention_layer, layer_non_ffn, layer_window, lm_head_op
 from moesim.cost.params import Backend, UFSParams
 from moesim.engine import Sim
 from moesim.hw import ComputeUnit, FlashQueue
@@ -177,9 +177,10 @@ def _decode(sim: Sim, model: ModelSpec, be: Backend, unit: ComputeUnit, cache: C
             stats: DecodeStats) -> Generator[Any, Any, None]:
     expert_costs: dict[int, OpCost] = {}
 
-    def expert_cost(n: int) -> OpCost:
+    def expert_cost(n: int) -> OpCost:   # the expert's weights as stored (Reads.expert_B)
         if n not in expert_costs:
-            expert_costs[n] = expert_op(n, model, be)
+            expert_costs[n] = ffn_op(n, model.hidden_size, model.moe.expert_intermediate_size, loader.reads.expert_B,
+                                     be, expert=True)
         return expert_costs[n]
 
     non_ffn_costs: dict[tuple[Any, ...], OpCost] = {}

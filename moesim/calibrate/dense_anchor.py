@@ -24,7 +24,8 @@ from moesim.cost.ops import OpCost, attention_op, ffn_op, lm_head_op
 from moesim.cost.params import Backend
 from moesim.units import FP32_B
 
-__all__ = ["DenseAnchor", "QWEN3_4B", "LLAMACPP_QWEN3_4B_PP", "dense_prefill_s", "qwen3_4b_prefill_s"]
+__all__ = ["DenseAnchor", "QWEN3_4B", "LLAMACPP_QWEN3_4B_PP", "dense_prefill_s", "qwen3_4b_prefill_s", "DenseDecode",
+           "LLAMACPP_DECODE", "npu_decode_rates"]
 
 _SRC = ("llama.cpp PR #23368 (max-krasnyansky): Galaxy S26+ (Hexagon v81), Qwen3-4B Q4_0, HTP0, "
         "llama-bench after the HMX quantized matmul rework")
@@ -93,3 +94,58 @@ def dense_prefill_s(model: ModelSpec, ffn: int, tokens: int, be: Backend, ubatch
 def qwen3_4b_prefill_s(tokens: int, be: Backend) -> float:
     """:func:`dense_prefill_s` of the anchor model."""
     return dense_prefill_s(QWEN3_4B, _QWEN3_4B_FFN, tokens, be)
+
+
+# --- decode on the HTP: two llama.cpp decode rates of dense models pin the weight rate and the
+# --- per-layer dispatch cost (docs/background/phone-figures.md section 2)
+
+_DECODE_SRC = ("llama.cpp PR #21554 (HMX mat_mul optimisation): Galaxy S26+ (Hexagon v81), Q4_0, HTP0, "
+               "llama-cli eval rates")
+
+
+@dataclass(frozen=True)
+class DenseDecode:
+    """A published one-token decode rate of a dense Q4_0 model (the shape for its bytes)."""
+
+    name: str
+    layers: int
+    hidden: int
+    q_dim: int
+    kv_dim: int
+    ffn: int
+    vocab: int
+    tokens_per_s: float
+    source: str
+
+    def bytes_per_token(self) -> int:
+        """Weights read per token: every layer's projections and FFN in Q4_0, the (tied) output
+        head in Q6_K as llama.cpp's Q4_0 files store it (the embedding row is negligible)."""
+        q4, q6 = RECIPES["q4_0"].default, RECIPES["q4_0"].format_of(TensorClass.LM_HEAD)
+        h = self.hidden
+        attention = (tensor_bytes(q4, self.q_dim, h) + 2 * tensor_bytes(q4, self.kv_dim, h)
+                     + tensor_bytes(q4, h, self.q_dim))
+        layer = attention + 2 * tensor_bytes(q4, self.ffn, h) + tensor_bytes(q4, h, self.ffn)
+        return self.layers * layer + tensor_bytes(q6, self.vocab, h)
+
+
+#: Qwen3-4B (36 layers, hidden 2560, q 32 x 128, kv 8 x 128, FFN 9728) "eval about 21.6 tok/s";
+#: Qwen3-0.6B (28 layers, hidden 1024, q 16 x 128, kv 8 x 128, FFN 3072) 84.6 tok/s
+LLAMACPP_DECODE = (
+    DenseDecode("qwen3-4b-decode", 36, 2560, 4096, 1024, 9728, 151936, 21.6, _DECODE_SRC + ", about 21.6 tok/s"),
+    DenseDecode("qwen3-0.6b-decode", 28, 1024, 2048, 1024, 3072, 151936, 84.6, _DECODE_SRC),
+)
+
+
+def npu_decode_rates(anchors: tuple[DenseDecode, DenseDecode] = LLAMACPP_DECODE) -> tuple[float, float]:
+    """(weight GB/s, per-layer overhead us) solving ``1 / rate = bytes / R + layers * o`` for both.
+
+    >>> r, o = npu_decode_rates()
+    >>> round(r, 1), round(o, 1)
+    (60.5, 200.4)
+    """
+    (b1, l1, t1), (b2, l2, t2) = ((a.bytes_per_token(), a.layers, 1.0 / a.tokens_per_s) for a in anchors)
+    # b1 x + l1 o = t1, b2 x + l2 o = t2 with x = 1 / R (s per byte)
+    det = b1 * l2 - b2 * l1
+    x = (t1 * l2 - t2 * l1) / det
+    o = (b1 * t2 - b2 * t1) / det
+    return 1.0 / x / 1e9, o * 1e6

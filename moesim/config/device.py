@@ -92,6 +92,11 @@ class HTPSection(Section):
     dma_GBps: PositiveFloat | None = Field(None, description="DRAM -> VTCM DMA rate (at most the LPDDR5X bus)")
     vtcm_MiB: PositiveFloat
     call_overhead_us: PositiveFloat | None = Field(None, description="descriptor submit per expert-group call")
+    decode_weight_GBps: PositiveFloat | None = Field(
+        None, description="decode (one token): quantised weight bytes per second the HTP's vector matmul reads from "
+                          "DRAM; unset: decode runs the prefill tile pipeline")
+    decode_layer_overhead_us: NonNegativeFloat | None = Field(
+        None, description="decode: per layer, the runtime's op dispatch on the HTP (replaces graph_overhead_us)")
     graph_overhead_us: PositiveFloat | None = Field(
         None, description="fixed cost of executing a layer's non-expert graph (launch, sync, routing read-back)")
 

@@ -45,7 +45,7 @@ from moesim.traces.trace import RoutingTrace
 from moesim.units import FP16_B, GiB, KiB
 from moesim.workloads.decode import DecodeStats, Reads, run_decode
 
-__all__ = ["simulate_decode", "decode_memory", "cpu_decode_backend", "expert_bytes"]
+__all__ = ["simulate_decode", "decode_memory", "cpu_decode_backend", "npu_decode_backend", "expert_bytes"]
 
 I16 = npt.NDArray[np.int16]
 
@@ -199,6 +199,21 @@ def cpu_decode_backend(device: MobileNPUProfile) -> Backend:
     return be if gemv is None else replace(be, weight_B_per_ns=gemv)
 
 
+def npu_decode_backend(device: MobileNPUProfile) -> Backend:
+    """The HTP for decode: one-token products on HVX reading quantised weights from DRAM at
+    ``htp.decode_weight_GBps`` (never above the HVX dequantisation limit), each layer paying
+    ``htp.decode_layer_overhead_us`` of dispatch and each expert one call; attention on HVX.
+    Without those two numbers, the prefill tile pipeline."""
+    htp = device.htp
+    if htp.decode_weight_GBps is None or htp.decode_layer_overhead_us is None:
+        return npu_backend(device)
+    prefill = npu_backend(device)
+    hvx_flop = prefill.attention_flop_per_ns or prefill.mat_flop_per_ns
+    return replace(prefill, mat_flop_per_ns=hvx_flop, weight_B_per_ns=min(htp.decode_weight_GBps,
+                                                                         prefill.weight_B_per_ns),
+                   tile_rows=1, tiles=None, layer_overhead_ns=htp.decode_layer_overhead_us * 1e3)
+
+
 def _percentiles(step_ns: list[int], emitted: list[int]) -> dict[str, float]:
     per_token = np.repeat(np.array(step_ns, dtype=np.float64) / np.maximum(emitted, 1), emitted) / 1e6
     if not per_token.size:
@@ -221,7 +236,7 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     experts, n_exp = tr.experts[keep], model.moe.num_routed_experts
     token_ids = None if tr.token_ids is None else tr.token_ids[keep]
     backend = run.backend
-    be = npu_backend(device) if backend == "npu" else cpu_decode_backend(device)
+    be = npu_decode_backend(device) if backend == "npu" else cpu_decode_backend(device)
     w = expert_bytes(run, model)
     memory = decode_memory(model, device, run)
     base_B = sum(memory.values())
@@ -254,7 +269,7 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
                             (hit_ns + ufs.latency_ns + w / ufs.B_per_ns) / max(hit_ns, 1.0))
     steps = DecodeSteps(experts, bounds, n_exp, run.tokens + run.warmup_tokens, next_layer, spec, predict,
                         pack_sets(experts, n_exp) if predict is not None else None,
-                        np.random.default_rng(steps_seed), resident=lambda c: c.resident())  # type: ignore[attr-defined]
+                        np.random.default_rng(steps_seed))
     queue_depth = check_queue_depth(run.queue_depth or device.ufs.default_queue_depth_count, device)
     reads = Reads(ufs, queue_depth, w,
                   int(device.runtime.readahead_KiB * KiB) if run.cache_policy == "mmap" else None,

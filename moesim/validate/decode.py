@@ -14,7 +14,8 @@ case's source text and in docs/background/decode-figures.md:
 * TurboSparse (arXiv 2406.05955, Table 9): stock llama.cpp, Mixtral-8x7B INT4, OnePlus 12
   (24 GB, 19 GB usable, UFS 4.0): 0.5 tok/s, mmap demand paging (the page cache as the cache).
 * llama.cpp's Snapdragon docs: OLMoE-1B-7B Q4_0 decode on the HTP of an 8 Elite Gen 5, 45.69 tok/s
-  (an early build, two HTP sessions): the NPU decode path.
+  (an early build, two HTP sessions): the NPU decode path, whose two rates come from two dense
+  models' decode on a v81 phone (``htp.decode_weight_GBps``, ``htp.decode_layer_overhead_us``).
 """
 
 from __future__ import annotations

@@ -20,26 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from moesim.config.model import ModelSpec
 from moesim.cost.ops import OpCost, ffn_op, is_attention_layer, layer_non_ffn, layer_window, lm_head_op
 from moesim.cost.params import Backend, UFSParams
 from moesim.engine import Sim
 from moesim.hw import ComputeUnit, FlashQueue
+from moesim.policies.decode.cache import ExpertCache
 from moesim.policies.decode.placement import ReadLayout
 from moesim.policies.decode.steps import StepPlan
 from moesim.units import ns
 
-__all__ = ["DecodeStats", "Cache", "Reads", "run_decode"]
-
-
-class Cache(Protocol):
-    capacity: int
-
-    def access(self, keys: list[int]) -> tuple[list[int], list[int]]: ...
-    def prefetch(self, keys: list[int]) -> list[int]: ...
-    def contains(self, key: int) -> bool: ...
+__all__ = ["DecodeStats", "Reads", "run_decode"]
 
 
 @dataclass(frozen=True)
@@ -100,7 +93,7 @@ class _Loader:
         for key in keys:
             self.ready[key] = self.ufs.issue(self.reads.expert_B, layer, key)
 
-    def start_groups(self, misses: list[int], layer: int, cache: Cache) -> list[int]:
+    def start_groups(self, misses: list[int], layer: int, cache: ExpertCache) -> list[int]:
         """Read the groups holding ``misses``, each whole (one contiguous read); the group's other
         experts join the cache as prefetches. Returns those extra keys."""
         assert self.ufs is not None and self.reads.layout is not None
@@ -116,7 +109,7 @@ class _Loader:
 
 
 def _compute_layer(sim: Sim, unit: ComputeUnit, model: ModelSpec, be: Backend, plan: StepPlan, layer: int,
-                   moe: int, cache: Cache, loader: _Loader, expert_cost: Callable[[int], OpCost],
+                   moe: int, cache: ExpertCache, loader: _Loader, expert_cost: Callable[[int], OpCost],
                    stats: DecodeStats) -> Generator[Any, Any, None]:
     routed = plan.experts[moe]
     keys = [k for k, _ in routed]
@@ -172,15 +165,15 @@ def _compute_layer(sim: Sim, unit: ComputeUnit, model: ModelSpec, be: Backend, p
         yield from unit.run(batch, "experts", layer)
 
 
-def _decode(sim: Sim, model: ModelSpec, be: Backend, unit: ComputeUnit, cache: Cache, loader: _Loader,
-            next_step: Callable[[Cache], StepPlan | None], context: int, warmup_tokens: int,
+def _decode(sim: Sim, model: ModelSpec, be: Backend, unit: ComputeUnit, cache: ExpertCache, loader: _Loader,
+            next_step: Callable[[ExpertCache], StepPlan | None], context: int, warmup_tokens: int,
             stats: DecodeStats) -> Generator[Any, Any, None]:
     expert_costs: dict[int, OpCost] = {}
 
     def expert_cost(n: int) -> OpCost:   # the expert's weights as stored (Reads.expert_B)
         if n not in expert_costs:
             expert_costs[n] = ffn_op(n, model.hidden_size, model.moe.expert_intermediate_size, loader.reads.expert_B,
-                                     be, expert=True)
+                                     be, expert=True) + OpCost(overhead_ns=be.call_overhead_ns)   # one call each
         return expert_costs[n]
 
     non_ffn_costs: dict[tuple[Any, ...], OpCost] = {}
@@ -230,8 +223,8 @@ def _reset_counts(stats: DecodeStats, loader: _Loader, now: int) -> None:
         stats.ufs_B_at_start, stats.ufs_busy_at_start = loader.ufs.bytes_read, loader.ufs.busy_ns
 
 
-def run_decode(sim: Sim, model: ModelSpec, be: Backend, backend: str, cache: Cache, reads: Reads,
-               next_step: Callable[[Cache], StepPlan | None], context: int,
+def run_decode(sim: Sim, model: ModelSpec, be: Backend, backend: str, cache: ExpertCache, reads: Reads,
+               next_step: Callable[[ExpertCache], StepPlan | None], context: int,
                warmup_tokens: int = 0) -> tuple[DecodeStats, ComputeUnit, FlashQueue | None]:
     """Build the components and start the decode process; the caller runs the sim."""
     stats = DecodeStats()

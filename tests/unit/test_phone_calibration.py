@@ -117,3 +117,17 @@ def test_kv_retention_counts_every_layer_by_default() -> None:
     model = load_model("olmoe-1b-7b")
     assert full.memory_gib["kv_cache"] == pytest.approx(one.memory_gib["kv_cache"] * model.num_attention_layers)
     assert full.ttft_s == one.ttft_s
+
+
+def test_npu_decode_rates_in_the_profile_are_the_solve_of_the_two_llama_cpp_figures() -> None:
+    """The HTP decode numbers are not tuned: they are the exact solve of two dense decode rates."""
+    from moesim.calibrate.dense_anchor import LLAMACPP_DECODE, npu_decode_rates
+    from moesim.config.profiles import load_profile
+
+    rate, overhead = npu_decode_rates()
+    htp = load_profile("sd8-elite-gen5").htp
+    assert htp.decode_weight_GBps == pytest.approx(rate, abs=0.01)
+    assert htp.decode_layer_overhead_us == pytest.approx(overhead, abs=0.05)
+    for a in LLAMACPP_DECODE:   # both figures reproduced by the two numbers
+        t = a.bytes_per_token() / (rate * 1e9) + a.layers * overhead * 1e-6
+        assert 1.0 / t == pytest.approx(a.tokens_per_s, rel=1e-6)

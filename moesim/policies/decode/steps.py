@@ -18,13 +18,13 @@ replay starts again from the first request (reported as ``wrapped``). No SimPy h
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from moesim.config.specdecode import DraftAccuracy, DraftRouting
+from moesim.policies.decode.cache import ExpertCache
 from moesim.policies.specdecode.bits import Words, words_per_layer
 from moesim.policies.specdecode.predict import PredictFn
 from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, draft_sources
@@ -77,19 +77,18 @@ def cached_words(resident: frozenset[int] | set[int], n_layers: int, n_experts: 
 
 
 class DecodeSteps:
-    """A callable ``(cache) -> StepPlan | None`` producing ``tokens`` tokens, then None."""
+    """A callable ``(cache) -> StepPlan | None`` producing ``tokens`` tokens, then None (the
+    cache is read, never changed: ``cache-aware`` selection prices a step's experts by it)."""
 
     def __init__(self, experts: I16, bounds: tuple[tuple[int, int], ...], n_experts: int, tokens: int,
                  next_layer: I16 | None, spec: SpecSettings | None, predict: PredictFn | None,
-                 packed: Words | None, rng: np.random.Generator,
-                 resident: Callable[[object], frozenset[int]] | None = None) -> None:
+                 packed: Words | None, rng: np.random.Generator) -> None:
         self.x = experts.astype(np.int64)
         self.bounds, self.n_exp, self.tokens = bounds, n_experts, tokens
         self.n_layers = experts.shape[1]
         self.next_layer = None if next_layer is None else next_layer.astype(np.int64)
         self.spec, self.predict, self.packed = spec, predict, packed
         self.offsets = (np.arange(self.n_layers, dtype=np.int64) * n_experts)[None, :, None]
-        self.resident = resident
         self.generated = 0
         self.seg = 0
         self.pos = bounds[0][0]
@@ -124,7 +123,7 @@ class DecodeSteps:
                 self.seg, self.wrapped = 0, True
             self.pos = self.bounds[self.seg][0]
 
-    def __call__(self, cache: object) -> StepPlan | None:
+    def __call__(self, cache: ExpertCache) -> StepPlan | None:
         left = self.tokens - self.generated
         if left <= 0:
             return None
@@ -158,7 +157,7 @@ class DecodeSteps:
         self._advance(drafts + 1)
         return StepPlan(len(sel), drafts + 1, experts, prefetch, sp.draft_ns, len(sel) - 1)
 
-    def _select(self, s: int, p: int, src: I64, cache: object) -> I64:
+    def _select(self, s: int, p: int, src: I64, cache: ExpertCache) -> I64:
         sp = self.spec
         assert sp is not None
         prob = self.trees.prob[s]
@@ -167,8 +166,7 @@ class DecodeSteps:
         pred = self.predict(p, src, sp.shape.node_depth)
         fp = path_footprints(self.trees.parent[s], sp.shape.node_depth, pred)
         if sp.rule == "cache-aware":
-            assert self.resident is not None
-            cached = cached_words(self.resident(cache), self.n_layers, self.n_exp)
+            cached = cached_words(cache.resident(), self.n_layers, self.n_exp)
             sel = select_cache_aware(prob, fp, pred[0], cached, sp.gamma, sp.epsilon, sp.miss_weight)
         else:
             sel = select_nodes("ecospec", prob, fp, pred[0], sp.gamma, sp.epsilon)

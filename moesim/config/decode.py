@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from moesim.config.base import Frozen
 from moesim.config.specdecode import (
@@ -94,7 +94,8 @@ class DecodeRun(Frozen):
     queue_depth: PositiveInt | None = Field(None, description="UFS reads in flight; None = the profile's default")
     trace: str | None = Field(None, description="canonical trace file; None = the model's default source")
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
-    warmup_tokens: NonNegativeInt = Field(0, description="tokens decoded before measuring (cache warm-up)")
+    warmup_tokens: Annotated[int, Field(ge=0, le=100_000)] = Field(
+        0, description="tokens decoded before measuring (cache warm-up)")
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")
 

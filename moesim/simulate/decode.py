@@ -327,7 +327,7 @@ def _metrics(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, stats: 
         cache={"hits": stats.hits, "misses": stats.misses, "late_hits": stats.late_hits,
                "prefetched": stats.prefetched, "prefetch_used": stats.prefetch_used,
                "prefetch_accuracy": stats.prefetch_used / stats.prefetched if stats.prefetched else 0.0},
-        utilization={backend: unit.busy_ns / max(stats.end_ns, 1), "ufs": io_busy / window},
+        utilization={backend: (unit.busy_ns - stats.compute_busy_at_start) / window, "ufs": io_busy / window},
         predictor_accuracy=(steps.predicted_hits / steps.predicted_slots) if steps.predicted_slots else None,
         trace=trace_info,
         sim={"wall_s": time.perf_counter() - wall0, "events": events},

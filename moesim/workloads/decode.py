@@ -68,6 +68,7 @@ class DecodeStats:
     warmup_accesses: int = 0    # access sets logged during the warm-up
     ufs_B_at_start: int = 0     # the UFS unit's counters when measuring began
     ufs_busy_at_start: int = 0
+    compute_busy_at_start: int = 0
 
 
 def _fault(sim: Sim, reads: Reads, layer: int, key: int, stats: DecodeStats) -> Generator[Any, Any, None]:
@@ -210,6 +211,7 @@ def _decode(sim: Sim, model: ModelSpec, be: Backend, unit: ComputeUnit, cache: E
         elif generated >= warmup_tokens:
             measuring = True
             _reset_counts(stats, loader, sim.now)
+            stats.compute_busy_at_start = unit.busy_ns
     stats.end_ns = sim.now
 
 

@@ -60,6 +60,8 @@ def test_resident_never_reads_and_none_reads_every_routed_expert() -> None:
     assert none.cache_hit_rate == 0.0
     assert none.ufs_bytes_per_token == pytest.approx(none.mean_active_experts * w)
     assert none.tokens_per_s < res.tokens_per_s
+    for m in (res, none):   # the unit either computes or waits for flash, over the measured window
+        assert m.utilization["cpu"] + m.bubble_share == pytest.approx(1.0, abs=1e-6)
 
 
 def test_more_cache_never_slower_for_lru_and_belady_bounds_every_policy() -> None:

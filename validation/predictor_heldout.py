@@ -12,18 +12,13 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from moesim.files import write_text_atomic
 from moesim.policies.predictors import (
-    LayerAheadPredictor,
-    MarkovSetPredictor,
-    PopularityPredictor,
-    Predictor,
-    RepeatPreviousPredictor,
+    PREDICTORS,
     heldout_accuracy,
     request_ids,
 )
@@ -31,13 +26,6 @@ from moesim.traces.sources import REAL_SOURCES, default_trace
 
 HERE = Path(__file__).resolve().parent
 FOLDS = 2
-PREDICTORS: dict[str, Callable[[], Predictor]] = {
-    "popularity": PopularityPredictor,
-    "repeat-previous": RepeatPreviousPredictor,
-    "markov-set": MarkovSetPredictor,
-    "layer-ahead": LayerAheadPredictor,
-    "layer-ahead+prev-token": lambda: LayerAheadPredictor(use_previous_token=True),
-}
 
 
 def _row(name: str) -> tuple[str, str, str, float] | None:

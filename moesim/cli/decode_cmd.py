@@ -147,15 +147,19 @@ def _autoconfig(run: DecodeRun, budget: float | None, autoconfig: bool, check: b
                [(r["prefetch"], r["spec"], r["gamma"] if r["spec"] != "none" else "-",
                  f"{r['screened_tokens_per_s']:.3f}", "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:.3f}")
                 for r in choice.table])
-    click.echo(f"chosen under {budget:g} GiB: prefetch {choice.run.prefetch}, spec {choice.run.spec}"
-               + (f" (gamma {choice.run.gamma})" if choice.run.spec != "none" else "")
-               + f", cache {choice.run.cache_GiB:.2f} GiB ({choice.simulations} simulations)")
+    chosen = {"prefetch": choice.run.prefetch, "spec": choice.run.spec, "gamma": choice.run.gamma}
+    click.echo(f"chosen under {budget:g} GiB: {_setting(chosen)}, cache {choice.run.cache_GiB:.2f} GiB "
+               f"({choice.simulations} simulations)")
     if checked is not None:
         b = checked["best"]
-        click.echo(f"exhaustive check ({checked['simulations']} simulations): best prefetch {b['prefetch']}, spec "
-                   f"{b['spec']} (gamma {b['gamma']}), cache {b['cache_GiB']:.2f} GiB at {b['tokens_per_s']:.3f} "
-                   f"tok/s; regret {checked['regret']:.1%}")
+        click.echo(f"exhaustive check ({checked['simulations']} simulations): best {_setting(b)}, cache "
+                   f"{b['cache_GiB']:.2f} GiB at {b['tokens_per_s']:.3f} tok/s; regret {checked['regret']:.1%}")
     show_decode(result.metrics, False)
+
+
+def _setting(s: dict[str, Any]) -> str:
+    """``prefetch none, spec cache-aware (gamma 3)``: gamma only where there is speculation."""
+    return f"prefetch {s['prefetch']}, spec {s['spec']}" + (f" (gamma {s['gamma']})" if s["spec"] != "none" else "")
 
 
 def show_decode(metrics: DecodeMetrics, as_json: bool) -> None:

@@ -13,9 +13,10 @@ from typing import Any
 from moesim.config.device import MobileNPUProfile
 from moesim.cost.htp import TilePipeline
 from moesim.cost.hvx import hvx_dequant_GBps_limit
+from moesim.errors import InputError
 from moesim.units import FP16_B, MiB
 
-__all__ = ["Backend", "UFSParams", "npu_backend", "cpu_backend", "ufs_params"]
+__all__ = ["Backend", "UFSParams", "npu_backend", "cpu_backend", "ufs_params", "check_queue_depth"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,14 @@ def cpu_backend(p: MobileNPUProfile) -> Backend:
         attention_flop_per_ns=p.cpu.attention_GFLOPS,
         attention_on_vec=False,
     )
+
+
+def check_queue_depth(q: int, device: MobileNPUProfile) -> int:
+    """``q`` when the device's UFS queue has that many slots, else the one-line error."""
+    if q > device.ufs.queue_slots_count:
+        raise InputError("queue_depth", f"must be <= the UFS queue slots of {device.name} "
+                         f"({device.ufs.queue_slots_count})", q)
+    return q
 
 
 def ufs_params(p: MobileNPUProfile, into_arena: bool = True) -> UFSParams:

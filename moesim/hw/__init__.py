@@ -2,6 +2,6 @@
 
 from moesim.hw.arena import BankPool, BankState
 from moesim.hw.compute import ComputeUnit
-from moesim.hw.ufs import UFS, FlashQueue
+from moesim.hw.ufs import UFS, FlashQueue, page_fault
 
-__all__ = ["UFS", "FlashQueue", "BankPool", "BankState", "ComputeUnit"]
+__all__ = ["UFS", "FlashQueue", "page_fault", "BankPool", "BankState", "ComputeUnit"]

@@ -17,22 +17,41 @@ from moesim.cost.params import UFSParams
 from moesim.engine import Sim
 from moesim.units import ns
 
-__all__ = ["UFS", "FlashQueue"]
+__all__ = ["UFS", "FlashQueue", "page_fault"]
 
 
-class UFS:
+def page_fault(sim: Sim, params: UFSParams, readahead_B: int, n_bytes: int, layer: int,
+               group: int) -> Generator[Any, Any, int]:
+    """A SimPy process body: ``n_bytes`` paged in by synchronous faults (mmap), one read-ahead
+    window at a time, each paying the read latency; returns the nanoseconds it took."""
+    start = sim.now
+    chunks = -(-n_bytes // readahead_B)
+    duration = ns(chunks * params.latency_ns + n_bytes / params.B_per_ns)
+    yield sim.env.timeout(duration)
+    sim.recorder.span(start, sim.now, "ufs", "fault", layer, group, n_bytes)
+    return duration
+
+
+class _Queue:
+    """What both UFS models share: the parameters, the queue depth and the byte count."""
+
     def __init__(self, sim: Sim, params: UFSParams, queue_depth: int) -> None:
         if queue_depth < 1:
             raise ValueError(f"queue_depth must be >= 1, got {queue_depth}")
         self.sim = sim
         self.params = params
         self.queue_depth = queue_depth
-        self._slots = simpy.Resource(sim.env, capacity=queue_depth)
-        self._link = simpy.Resource(sim.env, capacity=1)
         self.bytes_read = 0
         self.busy_ns = 0
-        self.in_flight = 0
         self.max_in_flight = 0
+
+
+class UFS(_Queue):
+    def __init__(self, sim: Sim, params: UFSParams, queue_depth: int) -> None:
+        super().__init__(sim, params, queue_depth)
+        self._slots = simpy.Resource(sim.env, capacity=queue_depth)
+        self._link = simpy.Resource(sim.env, capacity=1)
+        self.in_flight = 0
 
     def read(self, n_bytes: int, layer: int = -1, group: int = -1) -> Generator[Any, Any, None]:
         """A SimPy process body: one read of ``n_bytes``; returns when the data is in memory."""
@@ -53,7 +72,7 @@ class UFS:
             self.sim.recorder.span(issued, self.sim.now, "ufs", "read", layer, group, n_bytes)
 
 
-class FlashQueue:
+class FlashQueue(_Queue):
     """The same UFS, in closed form: reads are served in issue order, so each one's times follow
     from the earlier ones without simulating the queue (no events; used by the decode workload,
     whose many small steps would otherwise spend their time in the event queue).
@@ -65,15 +84,8 @@ class FlashQueue:
     """
 
     def __init__(self, sim: Sim, params: UFSParams, queue_depth: int) -> None:
-        if queue_depth < 1:
-            raise ValueError(f"queue_depth must be >= 1, got {queue_depth}")
-        self.sim = sim
-        self.params = params
-        self.queue_depth = queue_depth
+        super().__init__(sim, params, queue_depth)
         self._ends: list[int] = []
-        self.bytes_read = 0
-        self.busy_ns = 0
-        self.max_in_flight = 0
 
     def issue(self, n_bytes: int, layer: int = -1, group: int = -1) -> int:
         """Issue a read now; return the time (ns) its data is in memory."""

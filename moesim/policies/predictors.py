@@ -38,7 +38,7 @@ from moesim.policies.specdecode.learned import WEIGHT, _log_ratio, _pairs
 from moesim.traces.trace import RoutingTrace
 
 __all__ = ["Predictor", "PopularityPredictor", "RepeatPreviousPredictor", "MarkovSetPredictor",
-           "LayerAheadPredictor", "request_ids", "heldout_accuracy", "MIN_SET_COUNT"]
+           "LayerAheadPredictor", "PREDICTORS", "request_ids", "heldout_accuracy", "MIN_SET_COUNT"]
 
 I16 = npt.NDArray[np.int16]
 I64 = npt.NDArray[np.int64]
@@ -253,6 +253,16 @@ def _lookup(table: I64, query: I64) -> I64:
     where[inv[:len(table)]] = np.arange(len(table))
     out: I64 = where[inv[len(table):]]
     return out
+
+
+#: every predictor of this module by name (the held-out report and the tests iterate over it)
+PREDICTORS: dict[str, Callable[[], Predictor]] = {
+    "popularity": PopularityPredictor,
+    "repeat-previous": RepeatPreviousPredictor,
+    "markov-set": MarkovSetPredictor,
+    "layer-ahead": LayerAheadPredictor,
+    "layer-ahead+prev-token": lambda: LayerAheadPredictor(use_previous_token=True),
+}
 
 
 def heldout_accuracy(predictor_factory: Callable[[], Predictor], trace: RoutingTrace, n_experts: int,

@@ -18,7 +18,7 @@ from moesim.config.profiles import profile_hash
 from moesim.config.specdecode import AlternativeRouting
 from moesim.cost.memory import activation_bytes
 from moesim.cost.ops import attention_op, ffn_op, is_attention_layer, lm_head_op
-from moesim.cost.params import Backend, cpu_backend, npu_backend, ufs_params
+from moesim.cost.params import Backend, check_queue_depth, cpu_backend, npu_backend, ufs_params
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.policies.decode.cache import make_cache
@@ -33,7 +33,6 @@ from moesim.policies.decode.placement import (
 from moesim.policies.decode.replay import belady_hits
 from moesim.policies.decode.steps import DecodeSteps, SpecSettings
 from moesim.policies.predictors import LayerAheadPredictor
-from moesim.policies.prefill.plan import check_queue_depth
 from moesim.policies.specdecode.bits import Words, pack_sets
 from moesim.policies.specdecode.learned import fit_learned
 from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle_table, table_predictor

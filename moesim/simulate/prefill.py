@@ -16,13 +16,13 @@ from moesim.cost.bounds import stream_bounds
 from moesim.cost.energy import RunActivity, activation_bytes_moved, energy_breakdown_j
 from moesim.cost.memory import MemoryBreakdown, prefill_memory
 from moesim.cost.ops import OpCost, layer_non_ffn, lm_head_op
-from moesim.cost.params import cpu_backend, npu_backend, ufs_params
+from moesim.cost.params import check_queue_depth, cpu_backend, npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
 from moesim.cost.uncertainty import memory_interval_gib, time_interval_s
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.limits import check_prompt_tokens
-from moesim.policies.prefill.plan import StreamPlan, check_queue_depth, plan_prefill
+from moesim.policies.prefill.plan import StreamPlan, plan_prefill
 from moesim.policies.prefill.search import Choice, build_profile, select
 from moesim.results import PrefillConfig, PrefillMetrics, PrefillResult, run_config
 from moesim.traces.sources import prompt_routing

@@ -26,7 +26,7 @@ from moesim.config.model import ModelSpec
 from moesim.cost.ops import OpCost, ffn_op, is_attention_layer, layer_non_ffn, layer_window, lm_head_op
 from moesim.cost.params import Backend, UFSParams
 from moesim.engine import Sim
-from moesim.hw import ComputeUnit, FlashQueue
+from moesim.hw import ComputeUnit, FlashQueue, page_fault
 from moesim.policies.decode.cache import ExpertCache
 from moesim.policies.decode.placement import ReadLayout
 from moesim.policies.decode.steps import StepPlan
@@ -69,17 +69,6 @@ class DecodeStats:
     ufs_B_at_start: int = 0     # the UFS unit's counters when measuring began
     ufs_busy_at_start: int = 0
     compute_busy_at_start: int = 0
-
-
-def _fault(sim: Sim, reads: Reads, layer: int, key: int, stats: DecodeStats) -> Generator[Any, Any, None]:
-    assert reads.fault_readahead_B is not None
-    start = sim.now
-    chunks = -(-reads.expert_B // reads.fault_readahead_B)
-    duration = ns(chunks * reads.ufs.latency_ns + reads.expert_B / reads.ufs.B_per_ns)
-    yield sim.env.timeout(duration)
-    sim.recorder.span(start, sim.now, "ufs", "fault", layer, key, reads.expert_B)
-    stats.io_B += reads.expert_B
-    stats.io_busy_ns += duration
 
 
 class _Loader:
@@ -145,9 +134,12 @@ def _compute_layer(sim: Sim, unit: ComputeUnit, model: ModelSpec, be: Backend, p
             if batch_ns:
                 yield from unit.run(batch, "experts", layer)
                 batch, batch_ns = OpCost(), 0.0
-            waited = sim.now
-            yield from _fault(sim, loader.reads, layer, k, stats)
-            stats.bubble_ns += sim.now - waited
+            reads = loader.reads
+            assert reads.fault_readahead_B is not None
+            took = yield from page_fault(sim, reads.ufs, reads.fault_readahead_B, reads.expert_B, layer, k)
+            stats.io_B += reads.expert_B
+            stats.io_busy_ns += took
+            stats.bubble_ns += took
         else:
             ready = loader.ready.get(k, 0)
             if ready > sim.now + ns(batch_ns):

@@ -21,9 +21,8 @@ from moesim.config.model import ModelSpec
 from moesim.cost.ops import OpCost, expert_op, layer_non_ffn
 from moesim.cost.params import Backend, UFSParams
 from moesim.engine import Sim
-from moesim.hw import ComputeUnit
+from moesim.hw import ComputeUnit, page_fault
 from moesim.policies.prefill.plan import StreamPlan
-from moesim.units import ns
 
 __all__ = ["CPUStats", "run_cpu_prefill"]
 
@@ -61,18 +60,6 @@ class _PageCache:
             self.evicted.add(old)
 
 
-def _fault(sim: Sim, ufs: UFSParams, readahead_B: int, n_bytes: int, layer: int, expert: int,
-           stats: CPUStats) -> Generator[Any, Any, None]:
-    start = sim.now
-    chunks = -(-n_bytes // readahead_B)
-    duration = ns(chunks * ufs.latency_ns + n_bytes / ufs.B_per_ns)
-    yield sim.env.timeout(duration)
-    sim.recorder.span(start, sim.now, "ufs", "fault", layer, expert, n_bytes)
-    stats.io_B += n_bytes
-    stats.io_busy_ns += duration
-    stats.fault_wait_ns += duration
-
-
 def _run(sim: Sim, model: ModelSpec, plan: StreamPlan, experts: np.ndarray, be: Backend,
          ufs: UFSParams | None, readahead_B: int, cache: _PageCache, cpu: ComputeUnit, tail: OpCost,
          stats: CPUStats) -> Generator[Any, Any, None]:
@@ -94,7 +81,10 @@ def _run(sim: Sim, model: ModelSpec, plan: StreamPlan, experts: np.ndarray, be: 
                     assert ufs is not None
                     stats.faults += 1
                     stats.refaults += key in cache.evicted
-                    yield from _fault(sim, ufs, readahead_B, w, layer, int(e), stats)
+                    took = yield from page_fault(sim, ufs, readahead_B, w, layer, int(e))
+                    stats.io_B += w
+                    stats.io_busy_ns += took
+                    stats.fault_wait_ns += took
                     cache.insert(key, w)
                     stats.cache_peak_B = max(stats.cache_peak_B, cache.used_B)
                 yield from cpu.run(expert_op(int(counts[e]), model, be), "experts", layer, int(e))

@@ -26,7 +26,7 @@ import numpy.typing as npt
 from moesim.config.specdecode import AlternativeRouting, DraftAccuracy, DraftRouting, Selector
 from moesim.policies.specdecode.bits import Words, layer_counts
 from moesim.policies.specdecode.predict import PredictFn
-from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, draft_sources, layer_mask
+from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, layer_mask, step_sources
 from moesim.policies.specdecode.select import path_footprints, select_confidence, select_nodes
 from moesim.policies.specdecode.tree import DraftTrees, TreeShape, accepted_drafts, build_trees, tree_noise
 
@@ -88,25 +88,6 @@ class _Acc:
     slots: int = 0
 
 
-def _sources(pol: ReplayPolicy, trees: DraftTrees, s: int, p: int, seg: tuple[int, int], n_tokens: int,
-             u: npt.NDArray[np.float64]) -> tuple[I64, I64, list[int]]:
-    """(source token of each node, the trace position each node stands at, the true nodes)."""
-    depth = pol.shape.node_depth
-    a, b = seg
-    pos = np.minimum(p + depth, b - 1).astype(np.int64)
-    src = draft_sources(pol.routing, pos, a, b, n_tokens, u)
-    tn = trees.true_node[s]
-    true = [0]
-    for d in range(1, min(pol.shape.depth, b - 1 - p) + 1):
-        node = int(tn[d])
-        if node < 0:
-            break
-        src[node] = p + d
-        true.append(node)
-    src[0] = p
-    return src, pos, true
-
-
 def _mixed(first: Words, second: Words, mask: npt.NDArray[np.bool_], n_layers: int) -> Words:
     """Per node and layer, ``second``'s words where ``mask`` is set, else ``first``'s."""
     wide = np.repeat(mask, first.shape[1] // n_layers, axis=1)
@@ -118,7 +99,8 @@ def _step(inp: ReplayInputs, pol: ReplayPolicy, trees: DraftTrees, s: int, p: in
           u: npt.NDArray[np.float64], acc: _Acc) -> tuple[int, Words, int]:
     """One request's part of a verification step rooted at ``p``: (drafts accepted, the packed
     experts its selected nodes touch, nodes verified)."""
-    src, pos, true = _sources(pol, trees, s, p, seg, inp.actual.shape[0], u)
+    src, pos, true = step_sources(pol.routing, pol.shape.node_depth, trees.true_node[s], p, seg,
+                                  inp.actual.shape[0], u)
     act = inp.actual[src]
     mask = None
     if isinstance(pol.routing, AlternativeRouting):   # alternatives share layers with the true token there

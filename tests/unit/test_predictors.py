@@ -9,6 +9,7 @@ import pytest
 
 from moesim.errors import InputError
 from moesim.policies.predictors import (
+    PREDICTORS,
     LayerAheadPredictor,
     MarkovSetPredictor,
     PopularityPredictor,
@@ -20,13 +21,7 @@ from moesim.policies.predictors import (
 from tests.traces_helpers import make_trace, topk_ids
 
 N_EXP, K = 8, 2          # make_trace's default model (mixtral-8x7b): 8 experts, top-2
-ALL: dict[str, Callable[[], Predictor]] = {
-    "popularity": PopularityPredictor,
-    "repeat": RepeatPreviousPredictor,
-    "markov": MarkovSetPredictor,
-    "ahead": LayerAheadPredictor,
-    "ahead+prev": lambda: LayerAheadPredictor(use_previous_token=True),
-}
+ALL = PREDICTORS
 #: a 6-cycle over the 2-subsets of 4 experts in which no single expert tells the next set
 SET_CYCLE = [(0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3)]
 
@@ -55,7 +50,7 @@ def test_layer_ahead_follows_a_deterministic_layer_chain() -> None:
 def test_temporal_chain_is_found_by_markov_and_the_previous_token_variant_only() -> None:
     trace = make_trace(_time_chain(6, 100, 3), [100] * 6)
     assert heldout_accuracy(MarkovSetPredictor, trace, N_EXP) == 1.0
-    assert heldout_accuracy(ALL["ahead+prev"], trace, N_EXP) > 0.95        # less the layer term's noise
+    assert heldout_accuracy(ALL["layer-ahead+prev-token"], trace, N_EXP) > 0.95        # less the layer term's noise
     assert heldout_accuracy(LayerAheadPredictor, trace, N_EXP) < 0.5          # layers are independent
 
 
@@ -80,7 +75,7 @@ def test_fit_counts_no_transition_across_requests() -> None:
     # (temporal predictor, the same without its temporal term)
     pairs: list[tuple[Callable[[], Predictor], Callable[[], Predictor]]] = [
         (MarkovSetPredictor, PopularityPredictor), (RepeatPreviousPredictor, PopularityPredictor),
-        (ALL["ahead+prev"], LayerAheadPredictor)]
+        (ALL["layer-ahead+prev-token"], LayerAheadPredictor)]
     for make, base in pairs:
         without = base().fit(x, alone, N_EXP).predict(x, one)
         assert (make().fit(x, alone, N_EXP).predict(x, alone) == without).all()    # no predecessor
@@ -95,7 +90,7 @@ def test_first_token_of_a_request_is_predicted_without_the_previous_row() -> Non
     x = _time_chain(4, 50, 2)
     seg = np.repeat(np.arange(4), 50)
     pop = PopularityPredictor().fit(x, seg, N_EXP).predict(x, seg)
-    for make in (MarkovSetPredictor, RepeatPreviousPredictor, ALL["ahead+prev"]):
+    for make in (MarkovSetPredictor, RepeatPreviousPredictor, ALL["layer-ahead+prev-token"]):
         pred = make().fit(x, seg, N_EXP).predict(x, seg)
         assert (pred[::50, 0] == pop[::50, 0]).all()
 

@@ -27,7 +27,7 @@ from moesim.config.specdecode import DraftAccuracy, DraftRouting
 from moesim.policies.decode.cache import ExpertCache
 from moesim.policies.specdecode.bits import Words, words_per_layer
 from moesim.policies.specdecode.predict import PredictFn
-from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, draft_sources
+from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, step_sources
 from moesim.policies.specdecode.select import path_footprints, select_cache_aware, select_confidence, select_nodes
 from moesim.policies.specdecode.tree import TreeShape, accepted_drafts, build_trees, tree_noise
 
@@ -136,18 +136,8 @@ class DecodeSteps:
         sp = self.spec
         s = self.step % self.x.shape[0]
         self.step += 1
-        depth = sp.shape.node_depth
-        pos = np.minimum(p + depth, b - 1).astype(np.int64)
-        src = draft_sources(sp.routing, pos, a, b, self.x.shape[0], self.uniforms[s])
         tn = self.trees.true_node[s]
-        true = [0]
-        for d in range(1, min(sp.shape.depth, b - 1 - p) + 1):
-            node = int(tn[d])
-            if node < 0:
-                break
-            src[node] = p + d
-            true.append(node)
-        src[0] = p
+        src, _, _ = step_sources(sp.routing, sp.shape.node_depth, tn, p, (a, b), self.x.shape[0], self.uniforms[s])
         sel = self._select(s, p, src, cache)
         chosen = np.zeros(len(src), dtype=bool)
         chosen[sel] = True

@@ -23,10 +23,11 @@ from moesim.config.prefill import (
     PrefillPolicy,
     ResidentPolicy,
 )
+from moesim.cost.params import check_queue_depth
 from moesim.errors import InputError
 from moesim.units import MiB
 
-__all__ = ["Group", "StreamPlan", "check_queue_depth", "Gate", "make_groups", "plan_prefill", "default_group_size",
+__all__ = ["Group", "StreamPlan", "Gate", "make_groups", "plan_prefill", "default_group_size",
            "DEFAULT_BANKS", "MIN_GROUP_READ_B"]
 
 #: When a plan's reads may start: a prefetch point, or ``eager`` (as soon as a bank is free;
@@ -106,14 +107,6 @@ def default_group_size(model: ModelSpec) -> int:
         if n_exp % g == 0 and g * w >= MIN_GROUP_READ_B:
             return g
     return n_exp
-
-
-def check_queue_depth(q: int, device: MobileNPUProfile) -> int:
-    """``q`` when the device's UFS queue has that many slots, else the one-line error."""
-    if q > device.ufs.queue_slots_count:
-        raise InputError("queue_depth", f"must be <= the UFS queue slots of {device.name} "
-                         f"({device.ufs.queue_slots_count})", q)
-    return q
 
 
 def _estream(cfg: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,

@@ -33,7 +33,7 @@ from moesim.config.specdecode import (
     TraceRouting,
 )
 
-__all__ = ["UNIFORMS_PER_NODE", "draft_sources", "layer_mask"]
+__all__ = ["UNIFORMS_PER_NODE", "draft_sources", "step_sources", "layer_mask"]
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -70,6 +70,32 @@ def draft_sources(routing: DraftRouting, pos: I64, start: int, stop: int, n_toke
         near = _nearby(pos, start, stop, routing.window, u[:, 0])
         return np.where(u[:, 2] < routing.context_free_share, everywhere, near)
     return pos.copy()   # same-position
+
+
+def step_sources(routing: DraftRouting, node_depth: I64, true_node: npt.NDArray[np.integer], p: int,
+                 seg: tuple[int, int], n_tokens: int, u: F64) -> tuple[I64, I64, list[int]]:
+    """One step rooted at ``p`` in the request ``seg``: (source token of each node, the trace
+    position each node stands at, the true nodes). The root is ``p``; the true path's nodes
+    (``true_node[d]``, until it is lost or the request ends) are the trace's next tokens; the
+    others come from :func:`draft_sources`.
+
+    >>> src, pos, true = step_sources(TraceRouting(), np.array([0, 1, 1]), np.array([0, 2]), 3, (0, 10), 10,
+    ...                               np.zeros((3, 3)))
+    >>> int(src[0]), int(src[2]), true, pos.tolist()
+    (3, 4, [0, 2], [3, 4, 4])
+    """
+    a, b = seg
+    pos = np.minimum(p + node_depth, b - 1).astype(np.int64)
+    src = draft_sources(routing, pos, a, b, n_tokens, u)
+    true = [0]
+    for d in range(1, min(int(node_depth.max(initial=0)), b - 1 - p) + 1):
+        node = int(true_node[d])
+        if node < 0:
+            break
+        src[node] = p + d
+        true.append(node)
+    src[0] = p
+    return src, pos, true
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

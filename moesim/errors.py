@@ -12,8 +12,9 @@ from typing import Any
 __all__ = ["MoesimError", "InputError", "NotFittedError", "ToolMissingError", "format_value"]
 
 
-def format_value(value: Any, limit: int = 80) -> str:
-    """Render a value for an error message: ``repr`` for strings, cut to ``limit`` chars."""
+def format_value(value: Any, limit: int = 240) -> str:
+    """Render a value for an error message: ``repr`` for strings, cut to ``limit`` chars
+    (long enough for a deep file path, short enough that junk input stays one line)."""
     text = repr(value) if isinstance(value, str) else str(value)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -31,6 +31,7 @@ from moesim.config.specdecode import (
     Selector,
     TraceRouting,
 )
+from moesim.cost.maxplus import GroupTimes, PipelineInput
 from moesim.policies.specdecode.bits import Words, pack_sets
 from moesim.policies.specdecode.predict import table_predictor
 from moesim.policies.specdecode.tree import build_trees, tree_noise, tree_shape
@@ -107,6 +108,17 @@ def estream_configs(model: ModelSpec) -> st.SearchStrategy[EStreamConfig]:
 
 
 PrefillCase = tuple[ModelSpec, I16, EStreamConfig]
+
+
+@st.composite
+def pipeline_inputs(draw: st.DrawFn) -> PipelineInput:
+    """Max-plus evaluator inputs straight from integers: small ns values so ties are common."""
+    ns = st.integers(0, 50)
+    layers = draw(st.integers(1, 4))
+    groups = tuple(tuple(GroupTimes(active, draw(ns) if active else 0, draw(ns))
+                         for active in draw(st.lists(st.booleans(), max_size=6)))
+                   for _ in range(layers))
+    return PipelineInput(tuple(draw(ns) for _ in range(layers)), groups, draw(ns), draw(ns))
 
 
 @st.composite

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from functools import cached_property
 
 from moesim.config.prefill import Prefetch
 
@@ -43,6 +44,16 @@ class PipelineInput:
     tail_ns: int
     latency_ns: int
 
+    @cached_property
+    def flat_groups(self) -> tuple[tuple[tuple[bool, int, int], ...], ...]:
+        """Per layer, every group as (active, compute_ns, transfer_ns)."""
+        return tuple(tuple((t.active, t.compute_ns, t.transfer_ns) for t in layer) for layer in self.groups)
+
+    @cached_property
+    def flat_active_groups(self) -> tuple[tuple[tuple[bool, int, int], ...], ...]:
+        """Per layer, the active groups only (the gates that never read an inactive one)."""
+        return tuple(tuple(g for g in layer if g[0]) for layer in self.flat_groups)
+
 
 def evaluate(inp: PipelineInput, banks: int, queue_depth: int, gate: Prefetch) -> int:
     """TTFT in ns of the streamed prefill under (B, Q, prefetch point).
@@ -50,24 +61,33 @@ def evaluate(inp: PipelineInput, banks: int, queue_depth: int, gate: Prefetch) -
     One pass in the loader's order suffices: reads and compute share the static group
     order, so a group's compute can be settled as soon as its read is, and everything a
     later read waits for (bank releases, the layer's start or routing, the compute process's
-    request) belongs to groups or layers already settled. Bank and slot releases go into
-    min-heaps; each acquisition pops the earliest, which is the (r-B+1)-th release because
-    a release is never earlier than any acquisition before it.
+    request) belongs to groups or layers already settled. Bank releases go into a min-heap;
+    each acquisition pops the earliest, which is the (r-B+1)-th release because a release is
+    never earlier than any acquisition before it. Read completions never decrease (one data
+    path), so the (r-Q+1)-th is simply the oldest of the last Q: a ring of Q slots.
+    The auto-configurator calls this thousands of times per search, hence the plain loop
+    (no ``max``, no per-group attribute lookups); tests hold it equal to the recurrence
+    written plainly (tests/property/test_autoconfig.py).
     """
     bank_free = [0] * banks
     slot_free = [0] * queue_depth
+    slot_i = 0
     pop, push = heapq.heappop, heapq.heappush
     latency = inp.latency_ns
     non_ffn_gate, routing_gate = gate == "non-ffn", gate == "after-routing"
+    layers = inp.flat_groups if non_ffn_gate else inp.flat_active_groups
     end = loader = link_free = 0
-    for nf, groups in zip(inp.non_ffn_ns, inp.groups):
+    for nf, groups in zip(inp.non_ffn_ns, layers):
         start = end
         routed = end = start + nf
-        for times in groups:
-            active = times.active
-            if not active and not non_ffn_gate:
-                continue
-            t = max(loader, start if non_ffn_gate else routed if routing_gate else end)
+        gate_t = start if non_ffn_gate else routed if routing_gate else 0
+        for active, compute_ns, transfer_ns in groups:
+            t = loader
+            if non_ffn_gate or routing_gate:
+                if t < gate_t:
+                    t = gate_t
+            elif t < end:                           # on-demand: the compute process asks
+                t = end
             if not active and routed <= t:          # routing known: inactive group skipped
                 loader = t
                 continue
@@ -78,17 +98,25 @@ def evaluate(inp: PipelineInput, banks: int, queue_depth: int, gate: Prefetch) -
             if not active and routed <= acquire:    # learned while waiting for a bank
                 push(bank_free, acquire)
                 continue
-            slot = pop(slot_free)
+            slot = slot_free[slot_i]
             if slot < acquire:
                 slot = acquire
-            read_end = max(slot + latency, link_free) + times.transfer_ns
+            read_end = slot + latency
+            if read_end < link_free:
+                read_end = link_free
+            read_end += transfer_ns
             link_free = read_end
-            push(slot_free, read_end)
+            slot_free[slot_i] = read_end
+            slot_i += 1
+            if slot_i == queue_depth:
+                slot_i = 0
             if active:
-                end = max(end, read_end) + times.compute_ns
+                if end < read_end:
+                    end = read_end
+                end += compute_ns
                 push(bank_free, end)
             else:                                   # read too early, released unused
-                push(bank_free, max(read_end, routed))
+                push(bank_free, read_end if read_end > routed else routed)
     return end + inp.tail_ns
 
 

@@ -8,15 +8,18 @@ resulting CSV files.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from moesim.errors import MoesimError, ToolMissingError
 
-__all__ = ["NativeBuildError", "NativeToolMissing", "NativeRunError", "repo_root", "native_dir", "build", "run_tool"]
+__all__ = ["NativeBuildError", "NativeToolMissing", "NativeRunError", "repo_root", "native_dir", "build", "build_lock",
+           "run_tool"]
 
 
 class NativeBuildError(MoesimError):
@@ -46,6 +49,21 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+@contextmanager
+def build_lock(src: Path) -> Iterator[None]:
+    """One ``make`` of ``src`` at a time across processes (two pytest-xdist workers, two
+    calibrations started together): concurrent makes of one tree compile the same objects
+    and one may run a binary the other is still linking. An advisory lock on
+    ``src/build/.lock``, released when the process ends however it ends."""
+    (src / "build").mkdir(exist_ok=True)
+    with open(src / "build" / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def build(*, jobs: int = 2) -> Path:
     """Build ``native_ref/cpu`` with ``make`` (a no-op when up to date); return the build dir.
 
@@ -62,8 +80,9 @@ def build(*, jobs: int = 2) -> Path:
     if shutil.which(cc) is None:
         raise NativeToolMissing(f"building native_ref/cpu needs a C11 compiler: {cc!r} is not on PATH "
                                "(install gcc or clang, or set CC)")
-    proc = subprocess.run([make, "-C", str(src), f"-j{max(1, jobs)}", "--no-print-directory"],
-                          capture_output=True, text=True, check=False)
+    with build_lock(src):
+        proc = subprocess.run([make, "-C", str(src), f"-j{max(1, jobs)}", "--no-print-directory"],
+                              capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
         detail = errors[0].strip() if errors else _last_line(proc.stderr) or f"exit status {proc.returncode}"

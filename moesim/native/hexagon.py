@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from moesim.errors import InputError, MoesimError, ToolMissingError
+from moesim.native._build import build_lock
 
 __all__ = ["HexagonToolchainError", "HexagonRunError", "Toolchain", "toolchain", "source_dir", "build",
            "KERNELS", "KernelCase", "CaseRun", "FunctionCount", "parse_shape", "make_case", "run_case",
@@ -90,8 +91,9 @@ def build(tc: Toolchain, *, jobs: int = 2) -> Path:
     """``make`` the kernels, the wrong variant and the plugin (no-op when up to date)."""
     env = {**os.environ, **{t: p for t, p in tc.paths if t not in ("MAKE", "QEMU_HEXAGON", "NM")},
            "PYTHON": sys.executable}
-    proc = subprocess.run([tc["MAKE"], "-C", str(source_dir()), f"-j{max(1, jobs)}", "--no-print-directory"],
-                          capture_output=True, text=True, env=env, check=False)
+    with build_lock(source_dir()):
+        proc = subprocess.run([tc["MAKE"], "-C", str(source_dir()), f"-j{max(1, jobs)}", "--no-print-directory"],
+                              capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
         detail = next((ln for ln in lines if "error" in ln.lower() or "check_isa" in ln), lines[-1] if lines else "")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -144,6 +145,23 @@ def run_processes(tasks: list[Task], workers: int) -> Generator[Row, None, None]
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _refused(address: str) -> str | None:
+    """Why a TCP scheduler address refuses connections at once (None: it does not, or this
+    is not a plain ``[tcp://]host:port``); the Dask client would only give up after its timeout."""
+    host, sep, port = address.removeprefix("tcp://").rpartition(":")
+    if not sep or not port.isdigit() or "/" in host or not host:
+        return None
+    if not 0 < int(port) < 65536:
+        return f"port {port} is outside 1-65535"
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=2.0):
+            return None
+    except ConnectionRefusedError:
+        return f"connection refused at {host}:{port}"
+    except (OSError, ValueError):
+        return None                      # unresolvable, filtered, ...: the client reports it
+
+
 def run_dask(tasks: list[Task], scheduler: Any) -> Generator[Row, None, None]:
     """Submit every point to a ``dask.distributed`` scheduler (an address or a ``Client``)."""
     try:
@@ -151,6 +169,8 @@ def run_dask(tasks: list[Task], scheduler: Any) -> Generator[Row, None, None]:
     except ImportError:
         raise InputError("--scheduler", "needs dask.distributed: pip install 'moesim[sweep]'", scheduler) from None
     own = not isinstance(scheduler, Client)
+    if own and isinstance(scheduler, str) and (why := _refused(scheduler)):
+        raise InputError("--scheduler", f"must be a reachable Dask scheduler ({why})", scheduler)
     try:
         client = Client(scheduler, timeout="10s") if own else scheduler  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError) as exc:

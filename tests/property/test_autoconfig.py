@@ -3,13 +3,15 @@ feasible and monotone in the budget."""
 
 from __future__ import annotations
 
+import heapq
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from moesim.config.device import MobileNPUProfile
 from moesim.config.model import ModelSpec
 from moesim.config.prefill import EStreamPolicy, Prefetch, PrefillRun
-from moesim.cost.maxplus import evaluate, lower_bound
+from moesim.cost.maxplus import PipelineInput, evaluate, lower_bound
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import pipeline_input, service_times
 from moesim.policies.prefill.search import StoredProfile, build_profile, select, space
@@ -18,9 +20,11 @@ from tests.strategies import (
     I16,
     PREFETCH_POINTS,
     PROPERTY_SETTINGS,
+    PURE_SETTINGS,
     EStreamConfig,
     PrefillCase,
     model_routings,
+    pipeline_inputs,
     prefill_cases,
 )
 
@@ -36,6 +40,43 @@ def _profile(tiny_profile: MobileNPUProfile, model: ModelSpec, routing: I16) -> 
 def _des(tiny_profile: MobileNPUProfile, model: ModelSpec, routing: I16, cfg: EStreamConfig) -> int:
     run = PrefillRun(model=model.name, device=tiny_profile.name, tokens=routing.shape[0], policy=EStreamPolicy(**cfg))
     return round(simulate_routing(run, model, tiny_profile, routing).ttft_s * 1e9)
+
+
+def _recurrence(inp: PipelineInput, banks: int, queue_depth: int, gate: Prefetch) -> int:
+    """The evaluator's recurrence written plainly (module docstring of moesim.cost.maxplus):
+    both banks and read slots as min-heaps, every gate as a ``max``."""
+    bank_free, slot_free = [0] * banks, [0] * queue_depth
+    end = loader = link_free = 0
+    for nf, groups in zip(inp.non_ffn_ns, inp.groups):
+        start = end
+        routed = end = start + nf
+        for g in groups:
+            if not g.active and gate != "non-ffn":
+                continue
+            t = max(loader, {"non-ffn": start, "after-routing": routed, "on-demand": end}[gate])
+            if not g.active and routed <= t:
+                loader = t
+                continue
+            acquire = loader = max(heapq.heappop(bank_free), t)
+            if not g.active and routed <= acquire:
+                heapq.heappush(bank_free, acquire)
+                continue
+            slot = max(heapq.heappop(slot_free), acquire)
+            read_end = link_free = max(slot + inp.latency_ns, link_free) + g.transfer_ns
+            heapq.heappush(slot_free, read_end)
+            if g.active:
+                end = max(end, read_end) + g.compute_ns
+                heapq.heappush(bank_free, end)
+            else:
+                heapq.heappush(bank_free, max(read_end, routed))
+    return end + inp.tail_ns
+
+
+@PURE_SETTINGS
+@given(pipeline_inputs(), st.integers(1, 5), st.integers(1, 4), st.sampled_from(PREFETCH_POINTS))
+def test_evaluator_equals_the_plain_recurrence(inp: PipelineInput, banks: int, queue_depth: int,
+                                               gate: Prefetch) -> None:
+    assert evaluate(inp, banks, queue_depth, gate) == _recurrence(inp, banks, queue_depth, gate)
 
 
 @SETTINGS

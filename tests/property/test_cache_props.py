@@ -24,7 +24,7 @@ from moesim.policies.decode.placement import (
     read_groups,
 )
 from moesim.policies.decode.replay import ReferenceLFU, ReferenceLRU, belady_hits, replay
-from moesim.traces import synthesize
+from moesim.traces.synth_gen import GenParams, generate
 from tests.strategies import PURE_SETTINGS
 from tests.traces_helpers import topk_ids
 
@@ -236,7 +236,11 @@ def test_placements_are_valid(routing: tuple[np.ndarray, int], data: st.DataObje
 
 @pytest.fixture(scope="module")
 def olmoe() -> np.ndarray:
-    return synthesize("olmoe-1b-7b", 200, seed=0).experts               # [200, 16, 8] of 64 experts
+    """[200, 16, 8] of 64 experts from the synthetic routing process with fixed parameters
+    (skewed popularity, a 24-expert working set, reuse 0.4): locality without a fit."""
+    logw = np.log(np.random.default_rng(1).dirichlet(np.ones(64), size=16))
+    params = GenParams(logw=logw, k=8, rho=0.4, ws_frac=0.375, leak=0.1)
+    return generate(params, [200], np.random.default_rng(0))
 
 
 def test_pinned_sets_of_a_synthetic_olmoe_trace(olmoe: np.ndarray) -> None:

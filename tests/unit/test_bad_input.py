@@ -179,5 +179,7 @@ def test_unreachable_scheduler_leaves_nothing(run_cli, tmp_path: Path) -> None: 
     pytest.importorskip("dask.distributed")
     grid = _grid(tmp_path, "tokens = [64]")
     res = run_cli("sweep", str(grid), "-o", str(tmp_path / "o.parquet"), "--scheduler", "tcp://127.0.0.1:1")
-    assert res.code == 2 and "--scheduler must be a reachable Dask scheduler" in res.err
+    assert res.code == 2 and "--scheduler must be a reachable Dask scheduler (connection refused" in res.err
+    res = run_cli("sweep", str(grid), "-o", str(tmp_path / "o.parquet"), "--scheduler", "127.0.0.1:99999")
+    assert res.code == 2 and "(port 99999 is outside 1-65535)" in res.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml"]

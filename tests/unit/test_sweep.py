@@ -49,6 +49,16 @@ def grid_file(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """GRID swept once in this process, one point after another: the table every executor,
+    resumed or killed sweep and plot here is held to."""
+    folder = tmp_path_factory.mktemp("serial")
+    (folder / "grid.toml").write_text(GRID)
+    run_sweep(load_grid(folder / "grid.toml"), folder / "serial.parquet", workers=1)
+    return folder / "serial.parquet"
+
+
 def _content(path: Path) -> pd.DataFrame:
     return pd.read_parquet(path).drop(columns=[c for c in WALL_CLOCK_COLUMNS if c in pd.read_parquet(path)])
 
@@ -85,32 +95,31 @@ def test_bad_grid_is_one_line_error(grid_file: Callable[..., Path], run_cli: Cal
     assert message in res.err and res.err.count("\n") == 1, res.err  # type: ignore[attr-defined]
 
 
-def test_local_pool_serial_and_dask_give_identical_tables(grid_file: Callable[..., Path], tmp_path: Path) -> None:
+def test_local_pool_serial_and_dask_give_identical_tables(grid_file: Callable[..., Path], tmp_path: Path,
+                                                          serial: Path) -> None:
     from dask.distributed import Client, LocalCluster
 
     grid = load_grid(grid_file())
-    run_sweep(grid, tmp_path / "serial.parquet", workers=1)
     run_sweep(grid, tmp_path / "pool.parquet", workers=2)
     cluster = LocalCluster(n_workers=1, threads_per_worker=2, processes=False,  # type: ignore[no-untyped-call]
                            dashboard_address=None)
     with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
         run_sweep(grid, tmp_path / "dask.parquet", scheduler=client)
-    serial = _content(tmp_path / "serial.parquet")
-    assert list(serial["point.index"]) == list(range(16)) and (serial["status"] == "ok").all()
+    table = _content(serial)
+    assert list(table["point.index"]) == list(range(16)) and (table["status"] == "ok").all()
     assert {"ttft_s", "memory_gib.arena", "config.group_size", "config.profile_hash", "config.trace.source",
-            "grid.hash"} <= set(serial.columns)
-    pd.testing.assert_frame_equal(serial, _content(tmp_path / "pool.parquet"))
-    pd.testing.assert_frame_equal(serial, _content(tmp_path / "dask.parquet"))
+            "grid.hash"} <= set(table.columns)
+    pd.testing.assert_frame_equal(table, _content(tmp_path / "pool.parquet"))
+    pd.testing.assert_frame_equal(table, _content(tmp_path / "dask.parquet"))
     # the override really changes the profile, and so the streamed prefill's TTFT
-    slow, fast = serial.iloc[0], serial.iloc[1]
+    slow, fast = table.iloc[0], table.iloc[1]
     assert slow["config.profile_hash"] != fast["config.profile_hash"]
     assert slow["ttft_s"] >= fast["ttft_s"]
 
 
 def test_stopped_sweep_resumes_to_the_same_rows(grid_file: Callable[..., Path], tmp_path: Path,
-                                                run_cli: Callable[..., object]) -> None:
+                                                run_cli: Callable[..., object], serial: Path) -> None:
     grid = load_grid(grid_file())
-    run_sweep(grid, tmp_path / "whole.parquet", workers=1)
     out = tmp_path / "cut.parquet"
     with pytest.raises(SweepStopped):
         run_sweep(grid, out, workers=2, stop_after=5)
@@ -119,7 +128,7 @@ def test_stopped_sweep_resumes_to_the_same_rows(grid_file: Callable[..., Path], 
     assert refused.code == 2 and "--resume is needed" in refused.err  # type: ignore[attr-defined]
     res = run_cli("sweep", str(grid_file()), "-o", str(out), "--resume", "--workers", "2")
     assert res.code == 0 and "from an earlier run" in res.out, res.err  # type: ignore[attr-defined]
-    pd.testing.assert_frame_equal(_content(tmp_path / "whole.parquet"), _content(out))
+    pd.testing.assert_frame_equal(_content(serial), _content(out))
     assert not parts_dir(out).exists()
 
 
@@ -133,8 +142,9 @@ def test_resume_refuses_a_changed_grid(grid_file: Callable[..., Path], tmp_path:
     assert res.code == 2 and "the grid changed since the interrupted sweep" in res.err  # type: ignore[attr-defined]
 
 
-def test_killed_sweep_resumes_without_loss_or_duplicates(grid_file: Callable[..., Path], tmp_path: Path) -> None:
-    path = grid_file(GRID.replace("tokens = [64, 128]", "tokens = [64, 128, 192]"))
+def test_killed_sweep_resumes_without_loss_or_duplicates(grid_file: Callable[..., Path], tmp_path: Path,
+                                                         serial: Path) -> None:
+    path = grid_file()
     out = tmp_path / "killed.parquet"
     code = ("import sys; from moesim.cli.sweep_cmd import sweep; "
             "sweep(sys.argv[1:], standalone_mode=True)")
@@ -157,12 +167,10 @@ def test_killed_sweep_resumes_without_loss_or_duplicates(grid_file: Callable[...
     finally:
         kill_leftovers(workers)
     done = len(list(parts_dir(out).glob("part-*.json")))
-    assert 3 <= done < 24, "the sweep finished before it could be killed"
+    assert 3 <= done < 16, "the sweep finished before it could be killed"
     report = run_sweep(load_grid(path), out, workers=2, resume=True)
-    assert report.resumed == done and report.ran == 24 - done
-    whole = tmp_path / "whole.parquet"
-    run_sweep(load_grid(path), whole, workers=2)
-    pd.testing.assert_frame_equal(_content(whole), _content(out))
+    assert report.resumed == done and report.ran == 16 - done
+    pd.testing.assert_frame_equal(_content(serial), _content(out))
 
 
 def test_impossible_points_are_rows_with_the_reason(tmp_path: Path) -> None:
@@ -183,9 +191,8 @@ def test_specdecode_grid(tmp_path: Path) -> None:
     assert list(frame["config.selector"]) == ["confidence", "ecospec"]
 
 
-def test_plots(grid_file: Callable[..., Path], tmp_path: Path, run_cli: Callable[..., object]) -> None:
-    out = tmp_path / "r.parquet"
-    assert run_cli("sweep", str(grid_file()), "-o", str(out), "--workers", "1").code == 0  # type: ignore[attr-defined]
+def test_plots(tmp_path: Path, run_cli: Callable[..., object], serial: Path) -> None:
+    out = serial
     png, svg = tmp_path / "line.png", tmp_path / "trade.svg"
     res = run_cli("plot", str(out), "--x", "tokens", "--y", "ttft_s", "--hue", "policy",
                   "--where", "model=olmoe-1b-7b", "--where", "ufs.effective_read_bw_GBps=3.0", "-o", str(png))

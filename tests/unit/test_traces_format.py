@@ -60,9 +60,10 @@ def test_round_trip_without_optional_arrays(tmp_path: Path) -> None:
 
 
 def test_writes_are_byte_identical_and_carry_no_timestamps(tmp_path: Path) -> None:
-    a = write_trace(synthesize("olmoe-1b-7b", 300, stats=_stats(), seed=7), tmp_path / "a.parquet")
-    b = write_trace(synthesize("olmoe-1b-7b", 300, stats=_stats(), seed=7), tmp_path / "b.parquet")
-    c = write_trace(synthesize("olmoe-1b-7b", 300, stats=_stats(), seed=8), tmp_path / "c.parquet")
+    synth = synthesize("olmoe-1b-7b", 300, stats=_stats(), seed=7)  # the richest metadata (same seed, same
+    a = write_trace(synth, tmp_path / "a.parquet")                    # trace: tests/unit/test_traces_synth.py)
+    b = write_trace(synth, tmp_path / "b.parquet")
+    c = write_trace(random_trace("olmoe-1b-7b", 300, [300], seed=8), tmp_path / "c.parquet")
     assert a.read_bytes() == b.read_bytes() != c.read_bytes()
     md = pq.read_schema(a).metadata
     assert set(md) == {META_KEY, b"moesim.layers"}

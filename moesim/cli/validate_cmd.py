@@ -23,7 +23,8 @@ __all__ = ["validate", "calibrate"]
 @click.option("--write-docs", "--report", "write_docs", type=click.Path(dir_okay=False), metavar="PATH",
               help="Also write the Markdown report to PATH (docs/validation.md is written this way); "
                    "nothing is written without it.")
-@click.option("--remeasure", is_flag=True, help="Re-run the native measurements (host/ cases) on this machine first.")
+@click.option("--remeasure", is_flag=True, help="Re-run the native measurements (host/ cases) on this machine first (their recorded "
+                   "statuses describe the committed measurement: review them in moesim/validate/host.py).")
 @click.option("--strict", is_flag=True, help="Any failure is an error, known misses and skipped cases included.")
 @click.option("--quiet", is_flag=True, help="No progress bar (terminal only) and no per-group progress lines.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")

@@ -13,7 +13,7 @@ from moesim.config.catalog import DEFAULT_PHONE_DEVICE
 from moesim.files import check_writable, write_text_atomic
 from moesim.progress import track
 from moesim.validate.registry import Case, CaseResult, evaluate, group_of
-from moesim.validate.report import counts, exit_status, group_line, render_markdown, status_text, summary_line
+from moesim.validate.report import exit_status, group_line, render_markdown, status_text, summary_dict, summary_line
 
 __all__ = ["validate", "calibrate"]
 
@@ -23,7 +23,8 @@ __all__ = ["validate", "calibrate"]
 @click.option("--write-docs", "--report", "write_docs", type=click.Path(dir_okay=False), metavar="PATH",
               help="Also write the Markdown report to PATH (docs/validation.md is written this way); "
                    "nothing is written without it.")
-@click.option("--remeasure", is_flag=True, help="Re-run the native measurements (host/ cases) on this machine first (their recorded "
+@click.option("--remeasure", is_flag=True,
+              help="Re-run the native measurements (host/ cases) on this machine first (their recorded "
                    "statuses describe the committed measurement: review them in moesim/validate/host.py).")
 @click.option("--strict", is_flag=True, help="Any failure is an error, known misses and skipped cases included.")
 @click.option("--quiet", is_flag=True, help="No progress bar (terminal only) and no per-group progress lines.")
@@ -51,7 +52,7 @@ def validate(only: str | None, write_docs: str | None, remeasure: bool, strict: 
     if write_docs is not None:
         write_text_atomic(render_markdown(results, only), write_docs)
     if as_json:
-        emit_json({"cases": [r.to_dict() for r in results], "summary": {**_summary(results), "strict": strict}})
+        emit_json({"cases": [r.to_dict() for r in results], "summary": {**summary_dict(results), "strict": strict}})
     else:
         rows = [(r.name, r.reference_text, "-" if r.skipped or r.failure else f"{r.predicted:.4g}",
                  "" if r.skipped or r.failure else (f"{r.error:+.1%}" if r.tolerance_kind != "absolute"
@@ -92,23 +93,14 @@ def _group_done(group: list[CaseResult], started: float, quiet: bool) -> float:
     return now
 
 
-def _summary(results: list[CaseResult]) -> dict[str, object]:
-    c = counts(results)
-    return {"passed": c["pass"] + c["now passes"], "failed": c["known miss"] + c["regression"],
-            "known_misses": c["known miss"], "regressions": c["regression"], "errors": c["error"],
-            "skipped": c["skipped"], "now_passes": [r.name for r in results if r.status == "now passes"],
-            "line": summary_line(results)}
-
-
 def _explain(results: list[CaseResult]) -> None:
     """On stderr: each failing case with its status and reason, the skips by reason, the summary."""
-    lines: dict[str, list[str]] = {}    # known misses sharing a reason share a line
+    lines: dict[tuple[str, str], list[str]] = {}    # known misses sharing a reason share a line
     for r in results:
         if r.status in ("known miss", "regression", "error", "now passes"):
-            lines.setdefault(status_text(r) if r.status == "known miss" else f"{r.name}\0{status_text(r)}",
-                             []).append(r.name)
-    for text, names in lines.items():
-        click.echo(f"{', '.join(names)}: {text.split(chr(0))[-1]}", err=True)
+            lines.setdefault(("" if r.status == "known miss" else r.name, status_text(r)), []).append(r.name)
+    for (_, text), names in lines.items():
+        click.echo(f"{', '.join(names)}: {text}", err=True)
     for reason, names in _skips(results).items():
         click.echo(f"skipped {len(names)} case(s) ({_group(names)}): {reason}", err=True)
     click.echo(summary_line(results), err=True)

@@ -13,8 +13,10 @@ A result's :attr:`CaseResult.status` compares the outcome with that record.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from moesim.errors import MoesimError, ToolMissingError
@@ -118,7 +120,9 @@ def evaluate(case: Case) -> CaseResult:
     except MoesimError as exc:          # a missing measurement, a bad file: this case errs, the others run
         return _result(case, float("nan"), failure=str(exc))
     except Exception as exc:  # noqa: BLE001 -- a bug in one case is reported as its error, the run goes on
-        return _result(case, float("nan"), failure=f"internal error: {type(exc).__name__}: {exc}")
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        return _result(case, float("nan"), failure=f"internal error: {type(exc).__name__}: {exc} "
+                                                   f"(at {Path(frame.filename).name}:{frame.lineno})")
     if case.tolerance_kind == "relative":
         error = predicted / case.reference - 1.0
         passed = abs(error) <= case.tolerance

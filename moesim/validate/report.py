@@ -7,7 +7,7 @@ from collections import Counter
 
 from moesim.validate.registry import CaseResult
 
-__all__ = ["counts", "group_line", "summary_line", "exit_status", "render_markdown", "status_text"]
+__all__ = ["counts", "group_line", "summary_line", "summary_dict", "exit_status", "render_markdown", "status_text"]
 
 
 def counts(results: list[CaseResult]) -> Counter[str]:
@@ -35,6 +35,15 @@ def summary_line(results: list[CaseResult]) -> str:
     line = (f"{c['pass'] + c['now passes']} passed, {failed} failed ({c['known miss']} known, "
             f"{c['regression']} regressions), {c['skipped']} skipped")
     return line + (f", {c['error']} errors" if c["error"] else "")
+
+
+def summary_dict(results: list[CaseResult]) -> dict[str, object]:
+    """The summary for ``--json``: the counts, the cases that now pass, and the summary line."""
+    c = counts(results)
+    return {"passed": c["pass"] + c["now passes"], "failed": c["known miss"] + c["regression"],
+            "known_misses": c["known miss"], "regressions": c["regression"], "errors": c["error"],
+            "skipped": c["skipped"], "now_passes": [r.name for r in results if r.status == "now passes"],
+            "line": summary_line(results)}
 
 
 def exit_status(results: list[CaseResult], strict: bool) -> int:

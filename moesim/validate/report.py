@@ -16,10 +16,11 @@ def counts(results: list[CaseResult]) -> Counter[str]:
 
 def _parts(c: Counter[str]) -> list[str]:
     parts = [f"{c['pass'] + c['now passes']} pass"]
-    for status, label in (("known miss", "known misses"), ("regression", "regressions"), ("error", "errors"),
-                          ("skipped", "skipped"), ("now passes", "now passing (update their status)")):
+    for status, one, many in (("known miss", "known miss", "known misses"), ("regression", "regression", "regressions"),
+                              ("error", "error", "errors"), ("skipped", "skipped", "skipped"),
+                              ("now passes", "now passing (update its status)", "now passing (update their status)")):
         if c[status]:
-            parts.append(f"{c[status]} {label}")
+            parts.append(f"{c[status]} {one if c[status] == 1 else many}")
     return parts
 
 

@@ -95,9 +95,9 @@ def test_cli_prints_a_line_per_group_as_it_finishes_and_a_summary(run_cli, regis
     registry(PASS, MISS, b_first, NOW, SKIP)
     res = run_cli("validate")
     assert res.code == 0, res.err
-    assert seen_before_b[0].startswith("a/: 2 cases, 1 pass, 1 known misses (") and "b/:" not in seen_before_b[0]
+    assert seen_before_b[0].startswith("a/: 2 cases, 1 pass, 1 known miss (") and "b/:" not in seen_before_b[0]
     lines = res.err.splitlines()
-    assert lines[0].startswith("b/: 2 cases, 2 pass, 1 now passing (update their status) (")
+    assert lines[0].startswith("b/: 2 cases, 2 pass, 1 now passing (update its status) (")
     assert lines[1].startswith("c/: 1 cases, 0 pass, 1 skipped (")
     assert f"a/miss: known miss: {WHY}" in lines
     assert "b/now-passes: now passes: update its status (recorded as a known miss: explained in docs/validation.md)" \

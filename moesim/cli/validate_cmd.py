@@ -2,56 +2,108 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
 import click
 
 from moesim.cli.output import emit_json, emit_table
 from moesim.config.catalog import DEFAULT_PHONE_DEVICE
-from moesim.files import write_text_atomic
+from moesim.files import check_writable, write_text_atomic
 from moesim.progress import track
-from moesim.validate.registry import CaseResult
+from moesim.validate.registry import Case, CaseResult, evaluate, group_of
+from moesim.validate.report import exit_status, group_line, render_markdown, status_text, summary_dict, summary_line
 
 __all__ = ["validate", "calibrate"]
 
 
 @click.command()
 @click.option("--only", metavar="SUBSTRING", help="Run only the cases whose name contains SUBSTRING.")
-@click.option("--report", type=click.Path(dir_okay=False), default="docs/validation.md", show_default=True,
-              help="Markdown report written on a full run (when its folder exists).")
-@click.option("--remeasure", is_flag=True, help="Re-run the native measurements (host/ cases) on this machine first.")
-@click.option("--strict", is_flag=True, help="A case that cannot run here (a missing tool) is an error too.")
-@click.option("--quiet", is_flag=True, help="No progress bar (it is drawn only on a terminal anyway).")
+@click.option("--write-docs", "--report", "write_docs", type=click.Path(dir_okay=False), metavar="PATH",
+              help="Also write the Markdown report to PATH (docs/validation.md is written this way); "
+                   "nothing is written without it.")
+@click.option("--remeasure", is_flag=True,
+              help="Re-run the native measurements (host/ cases) on this machine first (their recorded "
+                   "statuses describe the committed measurement: review them in moesim/validate/host.py).")
+@click.option("--strict", is_flag=True, help="Any failure is an error, known misses and skipped cases included.")
+@click.option("--quiet", is_flag=True, help="No progress bar (terminal only) and no per-group progress lines.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def validate(only: str | None, report: str, remeasure: bool, strict: bool, quiet: bool, as_json: bool) -> None:
+def validate(only: str | None, write_docs: str | None, remeasure: bool, strict: bool, quiet: bool,
+             as_json: bool) -> None:
     """Run every validation case this machine can run; report the others as skipped with the reason.
 
-    Exit 1 when a case that ran fails (or, with --strict, when one could not run)."""
+    Each case records its expected status (pass, or a known miss with its reason). Prints a line per
+    case group on stderr as it finishes and a summary at the end. Exit 0 when every result is what
+    its case records (a known miss that now passes is listed), 1 on a regression or an error in a
+    case (--strict: also on a known miss or a skip)."""
     from moesim.validate.cases import registry
-    from moesim.validate.registry import render_markdown, run_cases
 
+    if write_docs is not None:
+        check_writable(write_docs, "--write-docs")
+    cases = [c for c in registry() if not only or only in c.name]
+    if not cases:
+        raise click.UsageError(f"--only {only!r} matches no validation case")
     if remeasure:
         from moesim.validate.host import remeasure_host
 
         remeasure_host()
-    cases = [c for c in registry() if not only or only in c.name]
-    results = run_cases(list(track(cases, "validation cases", show=False if quiet else None)))
-    if only is None and Path(report).parent.is_dir():
-        write_text_atomic(render_markdown(results), report)
+    results = _run(cases, quiet)
+    if write_docs is not None:
+        write_text_atomic(render_markdown(results, only), write_docs)
     if as_json:
-        emit_json({"cases": [r.to_dict() for r in results]})
+        emit_json({"cases": [r.to_dict() for r in results], "summary": {**summary_dict(results), "strict": strict}})
     else:
-        rows = [(r.name, r.reference_text, "-" if r.skipped else f"{r.predicted:.4g}",
-                 "" if r.skipped else (f"{r.error:+.1%}" if r.tolerance_kind != "absolute" else f"{r.error:+.4f}"),
-                 "fitted" if r.fitted_to else "held out",
-                 "skipped" if r.skipped else ("pass" if r.passed else "FAIL")) for r in results]
+        rows = [(r.name, r.reference_text, "-" if r.skipped or r.failure else f"{r.predicted:.4g}",
+                 "" if r.skipped or r.failure else (f"{r.error:+.1%}" if r.tolerance_kind != "absolute"
+                                                    else f"{r.error:+.4f}"),
+                 "fitted" if r.fitted_to else "held out", _RESULT[r.status]) for r in results]
         emit_table(["case", "reference", "predicted", "error", "kind", "result"], rows)
-        for reason, names in _skips(results).items():
-            click.echo(f"skipped {len(names)} case(s) ({_group(names)}): {reason}", err=True)
-    if not results:
-        raise click.UsageError(f"--only {only!r} matches no validation case")
-    if any(not r.passed and not r.skipped for r in results) or (strict and any(r.skipped for r in results)):
-        raise click.exceptions.Exit(1)
+    _explain(results)
+    raise click.exceptions.Exit(exit_status(results, strict))
+
+
+#: the table's result column (the reasons follow the table, one line each)
+_RESULT = {"pass": "pass", "now passes": "pass (now passes)", "known miss": "known miss", "regression": "REGRESSION",
+           "error": "ERROR", "skipped": "skipped"}
+
+
+def _run(cases: list[Case], quiet: bool) -> list[CaseResult]:
+    """Every result, with a flushed line on stderr as each group of cases finishes."""
+    results: list[CaseResult] = []
+    group: list[CaseResult] = []
+    started = time.perf_counter()
+    for case in track(cases, "validation cases", show=False if quiet else None):
+        if group and group_of(group[0].name) != group_of(case.name):     # the group before is done
+            started = _group_done(group, started, quiet)
+            group = []
+        result = evaluate(case)
+        group.append(result)
+        results.append(result)
+    if group:
+        _group_done(group, started, quiet)
+    return results
+
+
+def _group_done(group: list[CaseResult], started: float, quiet: bool) -> float:
+    now = time.perf_counter()
+    if not quiet:
+        click.echo(group_line(group_of(group[0].name), group, now - started), err=True)
+        sys.stderr.flush()
+    return now
+
+
+def _explain(results: list[CaseResult]) -> None:
+    """On stderr: each failing case with its status and reason, the skips by reason, the summary."""
+    lines: dict[tuple[str, str], list[str]] = {}    # known misses sharing a reason share a line
+    for r in results:
+        if r.status in ("known miss", "regression", "error", "now passes"):
+            lines.setdefault(("" if r.status == "known miss" else r.name, status_text(r)), []).append(r.name)
+    for (_, text), names in lines.items():
+        click.echo(f"{', '.join(names)}: {text}", err=True)
+    for reason, names in _skips(results).items():
+        click.echo(f"skipped {len(names)} case(s) ({_group(names)}): {reason}", err=True)
+    click.echo(summary_line(results), err=True)
 
 
 def _skips(results: list[CaseResult]) -> dict[str, list[str]]:
@@ -63,7 +115,7 @@ def _skips(results: list[CaseResult]) -> dict[str, list[str]]:
 
 
 def _group(names: list[str]) -> str:
-    prefixes = sorted({n.split("/")[0] + "/" for n in names})
+    prefixes = sorted({group_of(n) for n in names})
     return ", ".join(prefixes)
 
 

@@ -54,10 +54,17 @@ def _run(model: str, cache_mib: float | None, policy: str = "lru", queue_depth: 
 
 
 def _case(name: str, ref: float, source: str, metric: str, *run: Any, unit: str = "tok/s",
-          tolerance: float = 0.25, kind: str = "relative") -> Case:
+          tolerance: float = 0.25, kind: str = "relative", miss: str = "") -> Case:
+    """``miss``: the reason a case is a known miss (and where it is explained); "" = expected to pass."""
     def predict() -> float:
         return float(_run(*run)[metric]) / (MiB if unit == "MiB" else 1)
-    return Case(name, ref, source, tolerance, kind, predict, fitted_to=False, unit=unit)  # type: ignore[arg-type]
+    return Case(name, ref, source, tolerance, kind, predict, fitted_to=False, unit=unit,  # type: ignore[arg-type]
+                expect="miss" if miss else "pass", why=miss)
+
+
+_WHERE = "docs/decode.md, 'Validation against published decode figures'"
+_OSS_ROUTING = (f"moesim's gpt-oss-120b trace reuses experts from token to token far more than BigMoeOnEdge's "
+                f"prompt did, and moesim has no trace of that prompt ({_WHERE})")
 
 
 def decode_cases() -> list[Case]:
@@ -67,21 +74,28 @@ def decode_cases() -> list[Case]:
     lfm = _BIGMOE.format(doc="docs/bench-data/2026-07-20-sidecar", what="LFM2.5-8B-A1B Q5_K_M, 96 tokens; "
                          "synthetic routing")
     return [
-        _case("decode/gpt-oss-120b-no-cache", 0.711, oss, "tokens_per_s", "gpt-oss-120b", None, "none"),
+        _case("decode/gpt-oss-120b-no-cache", 0.711, oss, "tokens_per_s", "gpt-oss-120b", None, "none",
+              miss=f"+31%: that phone's throttled 4-thread CPU computes several times slower than the rate "
+                   f"measured on an 8 Elite Gen 5 ({_WHERE})"),
         _case("decode/gpt-oss-120b-no-cache-read-per-token", 1817.0, oss, "ufs_bytes_per_token",
               "gpt-oss-120b", None, "none", unit="MiB", tolerance=0.10),
-        _case("decode/gpt-oss-120b-lru-2000mib", 0.998, oss, "tokens_per_s", "gpt-oss-120b", 2000.0),
+        _case("decode/gpt-oss-120b-lru-2000mib", 0.998, oss, "tokens_per_s", "gpt-oss-120b", 2000.0,
+              miss=f"2.4x fast: {_OSS_ROUTING}"),
         _case("decode/gpt-oss-120b-lru-2000mib-hit-rate", 0.271, oss, "cache_hit_rate", "gpt-oss-120b", 2000.0,
-              unit="", tolerance=0.10, kind="absolute"),
+              unit="", tolerance=0.10, kind="absolute", miss=f"hit rate 0.67 vs 0.27: {_OSS_ROUTING}"),
         _case("decode/qwen3-30b-a3b-lru-2000mib-hit-rate", 0.53, qwen, "cache_hit_rate", "qwen3-30b-a3b", 2000.0,
               unit="", tolerance=0.10, kind="absolute"),
         _case("decode/qwen3-30b-a3b-lru-4000mib-hit-rate", 0.76, qwen, "cache_hit_rate", "qwen3-30b-a3b", 4000.0,
-              unit="", tolerance=0.10, kind="absolute"),
+              unit="", tolerance=0.10, kind="absolute",
+              miss=f"-0.11: synthetic routing (moesim has no real Qwen3-30B-A3B trace) decides the hit rate "
+                   f"({_WHERE})"),
         _case("decode/qwen3-30b-a3b-lru-4000mib", 3.98, qwen, "tokens_per_s", "qwen3-30b-a3b", 4000.0),
         _case("decode/lfm2.5-8b-a1b-lru-3000mib", 12.969, lfm, "tokens_per_s", "lfm2.5-8b-a1b", 3000.0),
         _case("decode/mixtral-8x7b-mmap", 0.5, "TurboSparse (arXiv 2406.05955) Table 9: llama.cpp, Mixtral-47B INT4, "
               "OnePlus 12 (19 GB usable, UFS 4.0); here the 8 Elite Gen 5 profile with a 15 GiB page cache",
-              "tokens_per_s", "mixtral-8x7b", 15 * 1024.0, "mmap"),
+              "tokens_per_s", "mixtral-8x7b", 15 * 1024.0, "mmap",
+              miss=f"+70%: TurboSparse's Snapdragon 8 Gen 3 and UFS 4.0 are slower than the profile's; no "
+                   f"page-cache thrash of the non-expert weights is modelled ({_WHERE})"),
         _case("decode/olmoe-1b-7b-npu-resident", 45.69, "llama.cpp docs/backend/snapdragon/README.md: OLMoE-1B-7B "
               "Q4_0 eval on the HTP of an 8 Elite Gen 5 (early build, two HTP sessions)", "tokens_per_s",
               "olmoe-1b-7b", None, "resident", 4, "npu"),

@@ -39,11 +39,17 @@ def _metrics(model: str, tokens: int, policy: str) -> dict[str, float]:
     return {"ttft_s": m.ttft_s, "peak_memory_gib": m.peak_memory_gib, "mean_power_w": m.mean_power_w or 0.0}
 
 
-def _target(target: Target, fitted: bool) -> Case:
+#: why the published 1K bubbles are missed (recorded with the cases: they are expected to miss)
+_BUBBLES_WHY = ("soft anchor, not fitted: the calibrated NPU computes a 1K prefill's experts faster than UFS reads "
+                "them, so it waits far more than published (docs/background/prefill-model.md, 'The bubbles are "
+                "soft anchors')")
+
+
+def _target(target: Target, fitted: bool, why: str = "") -> Case:
     return Case(target.name, target.value, f"{target.source} (at G={CALIBRATED_AT[0]}, B={CALIBRATED_AT[1]})",
                 target.tolerance, target.tolerance_kind,
                 lambda: predict(mobile_profile(_DEVICE), target, *CALIBRATED_AT), fitted_to=fitted,
-                unit="s" if target.metric == "ttft_s" else "share")
+                unit="s" if target.metric == "ttft_s" else "share", expect="miss" if why else "pass", why=why)
 
 
 def _anchor(a: Anchor) -> Case:
@@ -54,7 +60,7 @@ def _anchor(a: Anchor) -> Case:
 def estream_cases() -> list[Case]:
     cases = [_anchor(a) for a in hard_anchors() if a.name != TTFT_TARGET.name]
     cases.append(_target(TTFT_TARGET, fitted=True))
-    cases += [_target(t, fitted=False) for t in BUBBLE_TARGETS]
+    cases += [_target(t, fitted=False, why=_BUBBLES_WHY) for t in BUBBLE_TARGETS]
     cases.append(Case(CPU_TARGET.name, CPU_TARGET.value, CPU_TARGET.source, CPU_TARGET.tolerance, "relative",
                       lambda: _metrics(PAPER_MODEL, 4096, "cpu")["ttft_s"], fitted_to=True, unit="s"))
     cases.append(Case("estream/olmoe-4k-speedup-vs-cpu", 2.25,
@@ -68,7 +74,9 @@ def estream_cases() -> list[Case]:
                       "non-offloading baseline", 0.0, "range",
                       lambda: _metrics(PAPER_MODEL, 4096, "cpu")["peak_memory_gib"]
                       / _metrics(PAPER_MODEL, 4096, "estream")["peak_memory_gib"],
-                      fitted_to=False, unit="x", low=6.45, high=12.29))
+                      fitted_to=False, unit="x", low=6.45, high=12.29, expect="miss",
+                      why="2.75x: the paper's memory configuration and baseline weight format are not stated "
+                          "(docs/background/prefill-model.md, 'Memory ratio')"))
     cases.append(Case("estream/olmoe-4k-mean-power-vs-phone", 7.0,
                       "whole-phone average of about 7 W (+-17%) over a 10-minute NPU LLM run on a Galaxy S25 Ultra, "
                       "screen on, mostly decode (derived from a battery-percentage report, low confidence; "

@@ -91,6 +91,33 @@ def _where() -> str:
         return "this machine"
 
 
+_DISK = "docs/native-cpu.md, 'The disk of these machines'"
+#: the checks that miss on the committed measurement (validation/host_executor_runs.csv,
+#: 2026-11-30) with the committed host profile; a --remeasure replaces both, then review these
+_MISSES: dict[str, tuple[str, ...]] = {
+    "host/olmoe4-t64-g8b4q2-nonffn": ("makespan", "bubble", "bubble-mean"),
+    "host/olmoe4-t64-g8b4q2-after": ("makespan", "bubble", "makespan-mean", "bubble-mean"),
+    "host/olmoe4-t64-g8b4q2-ondemand": ("makespan", "bubble", "makespan-mean"),
+    "host/olmoe4-t128-g4b2q1-nonffn": ("makespan", "bubble", "makespan-mean", "bubble-mean"),
+    "host/olmoe4-t128-g16b3q2-nonffn": ("bubble",),
+    "host/olmoe4-t256-g32b2q1-after": ("bubble-given-io",),
+    "host/small-t128-g1b4q2-nonffn": ("bubble-given-io",),
+    "host/small-t128-g4b2q1-ondemand": ("bubble", "bubble-mean"),
+    "host/small-t512-g2b6q3-after": ("bubble", "bubble-given-io", "bubble-mean"),
+    "host/small-t32-g16b2q1-nonffn": ("makespan",),
+}
+_WHY_DISK = ("committed measurement: this machine's virtual disk reads at about 1.2 or 2.5-2.8 GB/s from run to "
+             f"run, so a prediction from the profile's disk rate misses some cases ({_DISK})")
+_WHY_MODEL = ("committed measurement: even at the runs' own disk rate the bubble share of some cases is off by "
+              f"5-7 points (9 of 12 within 5; {_DISK})")
+
+
+def _expect(name: str, check: str) -> dict[str, Any]:
+    if check not in _MISSES.get(name, ()):
+        return {}
+    return {"expect": "miss", "why": _WHY_MODEL if check.endswith("given-io") else _WHY_DISK}
+
+
 def host_cases() -> list[Case]:
     from moesim.calibrate.host_runs import CASES
 
@@ -101,26 +128,27 @@ def host_cases() -> list[Case]:
     mean_src = (f"native executor on {where}, mean of repeats (validation/host_executor_runs.csv); predicted as "
                 "the mean over the profile's disk-rate deciles (the disk as a random variable)")
     out = [Case("host/makespan-mape", 0.0, src, 0.0, "range", _mape("median"), fitted_to=False, unit="MAPE",
-                low=0.0, high=0.10),
+                low=0.0, high=0.10, expect="miss",
+                why=f"10.1% on the committed measurement; the 10% target was met in 5 of 7 measurements ({_DISK})"),
            Case("host/makespan-mape-given-io", 0.0, src + "; each case predicted with the disk rate its runs saw",
                 0.0, "range", _mape("given-io"), fitted_to=False, unit="MAPE", low=0.0, high=0.10),
            Case("host/makespan-mape-mean", 0.0, src + "; means of runs against predictions over the disk deciles",
                 0.0, "range", _mape("mean"), fitted_to=False, unit="MAPE", low=0.0, high=0.10)]
+    src = f"native executor on {where}, median of repeats (validation/host_executor_runs.csv)"
+    given = src + "; predicted with the disk rate the runs themselves saw (checks the pipeline model, not the disk)"
+    #: (check, index of the prediction, prediction mode, measured column, source, tolerance)
+    checks: tuple[tuple[str, int, Mode, str, str, float], ...] = (
+        ("makespan", 0, "median", "makespan_s_median", src, 0.10),
+        ("bubble", 1, "median", "bubble_share_median", src, 0.05),
+        ("makespan-given-io", 0, "given-io", "makespan_s_median", given, 0.10),
+        ("bubble-given-io", 1, "given-io", "bubble_share_median", given, 0.05),
+        ("makespan-mean", 0, "mean", "makespan_s_mean", mean_src, 0.10),
+        ("bubble-mean", 1, "mean", "bubble_share_mean", mean_src, 0.05))
     for c in CASES:
-        src = f"native executor on {where}, median of repeats (validation/host_executor_runs.csv)"
-        out.append(Case(f"{c.name}/makespan", 0.0, src, 0.10, "relative", _pred(c.name, 0), fitted_to=False,
-                        unit="s", reference_fn=_ref(c.name, "makespan_s_median")))
-        out.append(Case(f"{c.name}/bubble", 0.0, src, 0.05, "absolute", _pred(c.name, 1), fitted_to=False,
-                        unit="share", reference_fn=_ref(c.name, "bubble_share_median")))
-        given = src + "; predicted with the disk rate the runs themselves saw (checks the pipeline model, not the disk)"
-        out.append(Case(f"{c.name}/makespan-given-io", 0.0, given, 0.10, "relative", _pred(c.name, 0, "given-io"),
-                        fitted_to=False, unit="s", reference_fn=_ref(c.name, "makespan_s_median")))
-        out.append(Case(f"{c.name}/bubble-given-io", 0.0, given, 0.05, "absolute", _pred(c.name, 1, "given-io"),
-                        fitted_to=False, unit="share", reference_fn=_ref(c.name, "bubble_share_median")))
-        out.append(Case(f"{c.name}/makespan-mean", 0.0, mean_src, 0.10, "relative", _pred(c.name, 0, "mean"),
-                        fitted_to=False, unit="s", reference_fn=_ref(c.name, "makespan_s_mean")))
-        out.append(Case(f"{c.name}/bubble-mean", 0.0, mean_src, 0.05, "absolute", _pred(c.name, 1, "mean"),
-                        fitted_to=False, unit="share", reference_fn=_ref(c.name, "bubble_share_mean")))
+        for check, index, mode, key, source, tol in checks:
+            out.append(Case(f"{c.name}/{check}", 0.0, source, tol, "absolute" if index else "relative",
+                            _pred(c.name, index, mode), fitted_to=False, unit="share" if index else "s",
+                            reference_fn=_ref(c.name, key), **_expect(c.name, check)))
     return out
 
 

@@ -139,11 +139,11 @@ def test_documented_commands_run(doc: str, tmp_path: Path, run_cli: Callable[...
     for command in [c for d, c in COMMANDS if d == doc]:
         command, _, redirect = command.partition(" > ")
         argv = shlex.split(command)[1:]
-        if command in CANNOT_RUN or not _parse(argv):
-            continue
         for token in argv:
             if "/" in token and not token.startswith(("/", "-", "docs/")):
                 (tmp_path / token).parent.mkdir(parents=True, exist_ok=True)
+        if command in CANNOT_RUN or not _parse(argv):
+            continue
         res = run_cli(*argv, *(["--quiet"] if _takes_quiet(argv) else []))
         assert res.code == 0, f"{doc}: {command!r} exits {res.code}: {res.err.strip()[-400:]}"
         if redirect:

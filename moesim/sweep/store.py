@@ -2,7 +2,9 @@
 
 Every part is written to a temporary file and renamed into place, so a sweep killed at any
 moment leaves only whole parts; ``--resume`` runs the points that have none. The folder's
-``manifest.json`` holds the grid hash: a resume with a changed grid is refused.
+``manifest.json`` holds the grid hash: a resume with a changed grid is refused. A folder that
+holds no finished point (a sweep that failed or was killed before its first) is started
+afresh by a plain run. Only the holder of the output's lock (:mod:`moesim.sweep.lock`) opens it.
 """
 
 from __future__ import annotations
@@ -59,9 +61,9 @@ class PartStore:
         """Create (or, with ``resume``, reopen) the folder; return the indices already done."""
         manifest = self.dir / _MANIFEST
         self._refuse_other_grid_results()
-        if self.dir.exists() and not resume:
-            raise InputError("--resume", f"is needed: {self.dir} holds parts of an unfinished sweep "
-                             "(resume it, or delete the folder to start again)", show_value=False)
+        if self.dir.exists() and not resume and self.done():
+            raise InputError("--resume", f"is needed: {self.dir} holds {len(self.done())} finished points of an "
+                             "unfinished sweep (resume it, or delete the folder to start again)", show_value=False)
         if resume and manifest.exists():
             stored = json.loads(manifest.read_text())
             if stored.get("grid_hash") != self.grid.hash:

@@ -66,6 +66,8 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
         report = run_sweep(grid, out, workers=workers, scheduler=scheduler, resume=resume,
                            progress=None if not (quiet or as_json) else False)
     except KeyboardInterrupt:
+        if not parts_dir(out).is_dir():          # no point had finished: nothing was kept
+            raise SweepStopped("interrupted before any point finished; nothing was kept") from None
         raise SweepStopped(f"interrupted: the finished points are kept in {parts_dir(out)}; rerun with --resume "
                            "to run the others") from None
     frame = report.frame

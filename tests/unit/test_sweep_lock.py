@@ -228,3 +228,21 @@ def test_stopped_sweep_leaves_no_lock(grid: Path, tmp_path: Path) -> None:
     with pytest.raises(SweepStopped):
         run_sweep(load_grid(grid), out, workers=1, stop_after=2)
     assert leftovers(tmp_path) == ["out.parquet.parts"]
+
+
+@pytest.mark.parametrize("kept", [False, True])
+def test_interrupt_says_what_was_kept(grid: Path, tmp_path: Path, run_cli: Any, monkeypatch: pytest.MonkeyPatch,
+                                      kept: bool) -> None:
+    import moesim.sweep
+
+    out = tmp_path / "out.parquet"
+
+    def interrupted(*_: Any, **__: Any) -> None:
+        if kept:
+            parts_dir(out).mkdir()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(moesim.sweep, "run_sweep", interrupted)
+    res = run_cli("sweep", str(grid), "-o", str(out), "--quiet")
+    assert res.code == 2
+    assert ("rerun with --resume" in res.err) == kept and ("nothing was kept" in res.err) != kept, res.err

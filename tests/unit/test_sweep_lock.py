@@ -20,7 +20,7 @@ import pytest
 from moesim.sweep import load_grid, run_sweep
 from moesim.sweep.lock import lock_path, sweep_lock
 from moesim.sweep.runner import SweepStopped
-from moesim.sweep.store import parts_dir
+from moesim.sweep.store import PartsLost, parts_dir
 from tests.unit.test_sweep_processes import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -246,3 +246,23 @@ def test_interrupt_says_what_was_kept(grid: Path, tmp_path: Path, run_cli: Any, 
     res = run_cli("sweep", str(grid), "-o", str(out), "--quiet")
     assert res.code == 2
     assert ("rerun with --resume" in res.err) == kept and ("nothing was kept" in res.err) != kept, res.err
+
+
+def test_a_part_lost_while_the_sweep_ran_is_one_line_not_an_assertion(grid: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from moesim.sweep.store import PartStore
+
+    out = tmp_path / "out.parquet"
+    real_write = PartStore.write
+
+    def write_but_lose_point_2(self: PartStore, row: dict[str, Any]) -> None:
+        if int(row["point.index"]) != 2:
+            real_write(self, row)
+
+    monkeypatch.setattr(PartStore, "write", write_but_lose_point_2)
+    with pytest.raises(PartsLost, match=r"lost 1 finished points while the sweep ran \(first: point 2\); rerun "
+                                        r"with --resume to run them again$"):
+        run_sweep(load_grid(grid), out, workers=1)
+    monkeypatch.setattr(PartStore, "write", real_write)
+    report = run_sweep(load_grid(grid), out, workers=1, resume=True)
+    assert (report.ran, report.resumed) == (1, 7) and leftovers(tmp_path) == []

@@ -24,6 +24,7 @@ needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
 needs_dev_full = pytest.mark.skipif(not Path("/dev/full").is_char_device(), reason="no /dev/full here")
 
 NULL = (1, 3)          # the major/minor numbers of /dev/null on Linux
+FULL = (1, 7)          # and of /dev/full: every write fails with ENOSPC
 
 
 @pytest.fixture
@@ -81,6 +82,20 @@ def test_full_device_is_one_line_naming_the_path_and_the_cause(systmp: Path) -> 
     with pytest.raises(InputError, match=r"^/dev/full cannot be written: No space left on device$"):
         write_text_atomic("{}", "/dev/full")
     assert Path("/dev/full").is_char_device() and names(systmp) == []
+
+
+@needs_root
+def test_parquet_to_a_full_device_keeps_the_node(tmp_path: Path, systmp: Path) -> None:
+    """pyarrow removes the path it was writing when a write fails (as root that would unlink a
+    device node): it only ever sees the temporary file, so the node stays."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    node = chardev(tmp_path / "full.parquet", FULL)
+    with pytest.raises(InputError, match=r"full\.parquet cannot be written: No space left on device$"):
+        with atomic_path(node) as tmp:
+            pq.write_table(pa.table({"a": list(range(10_000))}), tmp)
+    assert kind(node) == "c" and os.stat(node).st_rdev == os.makedev(*FULL) and names(systmp) == []
 
 
 def test_full_temporary_folder_of_a_device_write_names_that_folder(tmp_path: Path, systmp: Path) -> None:

@@ -52,9 +52,11 @@ def sweep_lock(out: str | Path) -> Iterator[Path]:
 def _acquire(path: Path, out: Path) -> int:
     for _ in range(_ATTEMPTS):
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)       # as the parts folder would be
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise InputError("-o", f"cannot be locked for this sweep ({path}: {exc.strerror})", str(out)) from None
+            cause = "a file is where its folder should be" if isinstance(exc, FileExistsError) else exc.strerror
+            raise InputError("-o", f"cannot be locked for this sweep ({path}: {cause})", str(out)) from None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise InputError("-o", f"cannot be locked for this sweep ({path} is not a regular file)", str(out))

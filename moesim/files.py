@@ -1,15 +1,30 @@
-"""Atomic file writes: every output file appears whole or not at all.
+"""Output files: every output appears whole or not at all, and only a regular file is replaced.
 
-A writer gets a temporary path in the destination's own folder (so the final rename stays
-on one filesystem and is atomic), writes it, and the path is renamed over the destination
-only when the writer returned; on any error the temporary file is removed and an existing
-destination is left as it was. The temporary name is hidden and ends in ``.tmp``
-(``.results.json.1f3a9c2e.tmp``), so globs such as ``*.json`` or ``*.toml`` never see a
-half-written file, even one left by a killed process. A writer that picks its format from
-the file name (matplotlib's ``savefig``) must be told the format explicitly.
+Every file the package writes goes through :func:`atomic_path` (or a ``write_*_atomic``
+helper), and every output path a user names is checked first by :func:`check_writable`.
+The rules, by what the destination is:
 
-A destination that cannot be written (a missing or read-only folder, a folder in the way)
-raises :class:`moesim.errors.InputError` naming the path, which the CLI prints on one line.
+- **A regular file, or a new name:** the writer gets a temporary path in the destination's
+  own folder (so the final rename stays on one filesystem and is atomic); the path is renamed
+  over the destination only when the writer returned. The temporary name is hidden and ends
+  in ``.tmp`` (``.results.json.1f3a9c2e.tmp``, the name cut short where it would pass the
+  filesystem's NAME_MAX), so globs such as ``*.json`` never see a half-written file, even one
+  left by a killed process. A writer that picks its format from the file name (matplotlib's
+  ``savefig``) must be told the format explicitly.
+- **A symbolic link** is followed: the file it points to is replaced, the link is kept.
+- **A character device** (``/dev/null``, ``/dev/full``, a terminal) is written through: the
+  writer writes a temporary file in the system's temporary folder, whose bytes are then copied
+  into the device. The device is never renamed over nor removed, and no file is made beside it.
+- **A FIFO, a socket, a block device or a folder** is refused with one line, before any work
+  (:func:`check_writable`) and again just before the rename (it may have appeared meanwhile).
+
+A destination that cannot be written raises :class:`moesim.errors.InputError` naming the path
+and the cause, which the CLI prints on one line (exit 2): a missing or read-only folder, or a
+write that fails for want of space or quota, on a read-only filesystem, for lack of
+permission, on a name too long or on an I/O error (``ENOSPC``, ``EDQUOT``, ``EFBIG``,
+``EROFS``, ``EACCES``, ``EPERM``, ``ENAMETOOLONG``, ``EIO``), whether it happens while the
+temporary file is made, written, flushed or renamed (``out.json cannot be written: No space
+left on device``). The temporary file is then removed and an old destination is left as it was.
 """
 
 from __future__ import annotations
@@ -17,8 +32,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import secrets
 import stat
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,15 +46,67 @@ from moesim.errors import InputError
 __all__ = ["atomic_path", "write_text_atomic", "write_bytes_atomic", "write_json_atomic", "check_writable"]
 
 _ATTEMPTS = 100
+_NAME_MAX = 255                     # where the filesystem does not say
+#: what a writer's OSError may mean about the destination rather than about moesim
+_USER_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
+                          errno.ENAMETOOLONG, errno.EIO, errno.ENOTDIR, errno.EISDIR})
+_TEMP_EXTRA = len(".") + len(".12345678.tmp")
+_RULE = "must be a regular file or a character device"
+_CHUNK = 1 << 20
 
 
-def _unwritable(path: Path, exc: OSError) -> InputError:
-    return InputError(str(path), f"cannot be written: {exc.strerror or exc}", show_value=False)
+def _unwritable(path: Path, exc: OSError, via: str = "") -> InputError:
+    return InputError(str(path), f"cannot be written{via}: {_cause(exc)}", show_value=False)
+
+
+def _errno_of(exc: OSError) -> int | None:
+    """The errno of ``exc``; pyarrow's IOError carries it only in its text (``[errno 28]``)."""
+    if exc.errno is not None:
+        return exc.errno
+    found = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
+    return int(found.group(1)) if found else None
+
+
+def _cause(exc: OSError) -> str:
+    code = _errno_of(exc)
+    return exc.strerror or (os.strerror(code) if code is not None else str(exc))
+
+
+def _is_user_errno(exc: OSError) -> bool:
+    return _errno_of(exc) in _USER_ERRNOS
+
+
+def _kind(mode: int) -> str | None:
+    """What a file that may not be replaced nor written through is; None for a regular file
+    or a character device."""
+    if stat.S_ISREG(mode) or stat.S_ISCHR(mode):
+        return None
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return _NAME_MAX
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """``os.stat`` (links followed), or None when there is nothing there yet."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
 
 
 def check_writable(path: str | Path, flag: str) -> None:
-    """Refuse, before any work, an output path whose file could not be created: a missing or
-    read-only folder, or a folder where the file should be (``flag`` names the option).
+    """Refuse, before any work, an output path that could not be written: a missing or
+    read-only folder, a folder, FIFO, socket or block device where the file should be, or a
+    name longer than the filesystem allows (``flag`` names the option).
 
     >>> check_writable("/proc/x.json", "-o")
     Traceback (most recent call last):
@@ -45,18 +114,51 @@ def check_writable(path: str | Path, flag: str) -> None:
     moesim.errors.InputError: -o must name a file in an existing, writable folder, got '/proc/x.json'
     """
     target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
+    _check_name_length(target, flag)
+    try:
+        st = _stat(target)
+    except OSError as exc:          # a loop of links, a file where a folder should be, a path too long
+        if exc.errno == errno.ENOTDIR:
+            raise InputError(flag, "must name a file in an existing, writable folder", str(path)) from None
+        raise InputError(flag, f"cannot be written ({_cause(exc)})", str(path)) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise InputError(flag, "must name a file, not a folder", str(path))
+    if st is not None and (kind := _kind(st.st_mode)) is not None:
+        raise InputError(flag, f"{_RULE}, not {kind}", str(path))
+    if st is not None and stat.S_ISCHR(st.st_mode):         # written through: its folder does not matter
+        if not os.access(target, os.W_OK):
+            raise InputError(flag, "names a device that cannot be written", str(path))
+        return
+    real = Path(os.path.realpath(target)) if target.is_symlink() else target
+    _check_name_length(real, flag, str(path))
+    parent = real.parent if str(real.parent) else Path(".")
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK) or (
-            target.exists() and not os.access(target, os.W_OK)) or _is_pseudo_fs(parent):
+            st is not None and not os.access(target, os.W_OK)) or _is_pseudo_fs(parent):
         raise InputError(flag, "must name a file in an existing, writable folder", str(path))
 
 
+def _check_name_length(path: Path, flag: str, shown: str | None = None) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    limit = _name_max(folder) if folder.is_dir() else _NAME_MAX
+    size = len(os.fsencode(path.name))
+    if size > limit:
+        raise InputError(flag, f"has a file name of {size} bytes, longer than the {limit} the filesystem allows",
+                         shown or str(path))
+
+
 def _is_pseudo_fs(folder: Path) -> bool:
-    """/proc and /sys accept no new files even for root."""
+    """/proc and /sys accept no new files even for root, and /dev itself holds devices, not
+    results (its subfolders, such as the tmpfs /dev/shm, are ordinary)."""
     resolved = folder.resolve()
-    return resolved.parts[:2] in (("/", "proc"), ("/", "sys"))
+    return resolved.parts[:2] in (("/", "proc"), ("/", "sys")) or resolved == Path("/dev")
+
+
+def _temp_name(path: Path) -> str:
+    """``.NAME.XXXXXXXX.tmp``, NAME cut (at a byte) where the whole would pass NAME_MAX."""
+    room = _name_max(path.parent) - _TEMP_EXTRA
+    name = os.fsencode(path.name)
+    stem = os.fsdecode(name[:room]) if len(name) > room else path.name
+    return f".{stem}.{secrets.token_hex(4)}.tmp"
 
 
 def _create_temp(path: Path) -> Path:
@@ -67,7 +169,7 @@ def _create_temp(path: Path) -> Path:
     except FileExistsError:                 # a file where a folder should be
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)) from None
     for _ in range(_ATTEMPTS):
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        tmp = path.with_name(_temp_name(path))
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
@@ -81,9 +183,16 @@ def _create_temp(path: Path) -> Path:
     raise FileExistsError(f"no free temporary name beside {path} after {_ATTEMPTS} attempts")
 
 
+def _refuse_kind(dest: Path, mode: int) -> None:
+    kind = _kind(mode)
+    if kind is not None:
+        raise InputError(str(dest), f"{_RULE}, not {kind}", show_value=False)
+
+
 @contextmanager
 def atomic_path(path: str | Path, *, durable: bool = False) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it over ``path`` when the block ends.
+    """Yield a temporary path; when the block ends, rename it over ``path`` (a regular file
+    or a new name) or copy its bytes into ``path`` (a character device). See the module's rules.
 
     With ``durable`` the temporary file is flushed to disk (fsync) before the rename, so a
     crash right after leaves the new content, not an empty file.
@@ -98,23 +207,105 @@ def atomic_path(path: str | Path, *, durable: bool = False) -> Iterator[Path]:
     """
     dest = Path(path)
     try:
-        tmp = _create_temp(dest)
+        st = _stat(dest)
+    except OSError as exc:
+        raise _unwritable(dest, exc) from exc
+    if st is not None and stat.S_ISCHR(st.st_mode):
+        with _through_device(dest) as tmp:
+            yield tmp
+        return
+    if st is not None:
+        _refuse_kind(dest, st.st_mode)
+    real = Path(os.path.realpath(dest)) if dest.is_symlink() else dest     # keep the link, replace its file
+    try:
+        tmp = _create_temp(real)
     except OSError as exc:
         raise _unwritable(dest, exc) from exc
     try:
-        yield tmp
-        if durable:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
         try:
-            os.replace(tmp, dest)
+            yield tmp
+        except OSError as exc:
+            if _is_user_errno(exc):
+                raise _unwritable(dest, exc) from exc
+            raise
+        try:
+            if durable:
+                _fsync(tmp)
+            _recheck(dest, real)
+            os.replace(tmp, real)
         except OSError as exc:
             raise _unwritable(dest, exc) from exc
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _recheck(dest: Path, real: Path) -> None:
+    """Just before the rename: nothing but a regular file (or a link, or nothing) is there."""
+    try:
+        mode = os.lstat(real).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISLNK(mode):
+        _refuse_kind(dest, mode)
+        if stat.S_ISCHR(mode):
+            raise InputError(str(dest), "became a character device while the output was written; rerun",
+                             show_value=False)
+
+
+@contextmanager
+def _through_device(dest: Path) -> Iterator[Path]:
+    """A temporary file in the system's temporary folder, copied into the device ``dest``."""
+    via = f" (through a temporary file in {tempfile.gettempdir()})"
+    try:
+        fd, name = tempfile.mkstemp(prefix=".moesim-", suffix=".tmp")
+    except OSError as exc:
+        raise _unwritable(dest, exc, via) from exc
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        try:
+            yield tmp
+        except OSError as exc:
+            if _is_user_errno(exc):
+                raise _unwritable(dest, exc, via) from exc
+            raise
+        try:
+            _copy_into_device(tmp, dest)
+        except OSError as exc:
+            raise _unwritable(dest, exc) from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _copy_into_device(src: Path, dest: Path) -> None:
+    """Write the bytes of ``src`` into the character device ``dest``: opened without creating,
+    truncating or blocking (a FIFO put there meanwhile is not waited on), checked again once open."""
+    fd = os.open(dest, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISCHR(mode):
+            _refuse_kind(dest, mode)
+            raise InputError(str(dest), "stopped being a character device while the output was written; rerun",
+                             show_value=False)
+        os.set_blocking(fd, True)
+        with open(src, "rb") as source:
+            while chunk := source.read(_CHUNK):
+                view = memoryview(chunk)
+                while view:
+                    written = os.write(fd, view)
+                    if written <= 0:
+                        raise OSError(errno.EIO, os.strerror(errno.EIO), str(dest))
+                    view = view[written:]
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(text: str, path: str | Path, *, durable: bool = False) -> Path:

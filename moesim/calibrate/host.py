@@ -27,6 +27,7 @@ from moesim.config.model import GQAttention, ModelSpec, MoEShape, WeightRecipe
 from moesim.cost.ops import OpCost
 from moesim.cost.params import Backend, UFSParams
 from moesim.engine import Sim
+from moesim.files import atomic_path
 from moesim.policies.prefill.plan import StreamPlan, make_groups
 from moesim.simulate.prefill import routing_counts
 from moesim.workloads.prefill import run_stream_prefill
@@ -286,7 +287,8 @@ def measure_and_fit(out_dir: Path, workdir: Path, quick: bool = False) -> tuple[
                           out=out_dir / "nonffn.csv")
     fit = fit_host(read.table, ffn.table, nonffn.table)
     _, probe = probe_stream_bw(workdir)
-    probe.to_csv(out_dir / "stream_probe.csv", index=False)
+    with atomic_path(out_dir / "stream_probe.csv") as tmp:
+        probe.to_csv(tmp, index=False)
     fit = with_disk_probe(fit, probe)
     paths = {"read": out_dir / "read.csv", "ffn": out_dir / "ffn.csv", "nonffn": out_dir / "nonffn.csv",
              "stream_probe": out_dir / "stream_probe.csv"}

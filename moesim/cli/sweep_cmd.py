@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ __all__ = ["sweep", "plot", "summary_rows"]
 
 _SHOWN = ("ttft_s", "peak_memory_gib", "tokens_per_s")
 _MAX_TABLE_ROWS = 40
+_NAME_MAX = 255
 
 
 def summary_rows(frame: pd.DataFrame, inputs: list[str]) -> tuple[list[str], list[list[Any]]]:
@@ -56,6 +58,7 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
 
     if not out.endswith(".parquet"):
         raise InputError("-o", "must end in .parquet", out)
+    _check_sweep_output(Path(out))
     if workers is not None and scheduler is not None:
         raise InputError("--workers", "does not apply with --scheduler (the cluster has its workers)", workers)
     grid = load_grid(grid_file)
@@ -63,6 +66,8 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
         report = run_sweep(grid, out, workers=workers, scheduler=scheduler, resume=resume,
                            progress=None if not (quiet or as_json) else False)
     except KeyboardInterrupt:
+        if not parts_dir(out).is_dir():          # no point had finished: nothing was kept
+            raise SweepStopped("interrupted before any point finished; nothing was kept") from None
         raise SweepStopped(f"interrupted: the finished points are kept in {parts_dir(out)}; rerun with --resume "
                            "to run the others") from None
     frame = report.frame
@@ -84,6 +89,16 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
     resumed = f", {report.resumed} from an earlier run" if report.resumed else ""
     click.echo(f"{len(frame)} points ({ok} ok, {len(frame) - ok} error{resumed}); ran {report.ran} in "
                f"{report.wall_s:.1f} s ({report.points_per_s:.1f} points/s) on {report.executor} -> {out}")
+
+
+def _check_sweep_output(out: Path) -> None:
+    """A sweep keeps its parts folder (``.parts``) and its lock (``.lock``) beside the output:
+    the output must be a regular file (or a new name) whose name leaves room for them."""
+    if out.exists() and not out.is_file():
+        raise InputError("-o", "must be a regular file: a sweep keeps its parts folder and lock beside it", str(out))
+    if len(os.fsencode(out.name)) + len(".parts") > _NAME_MAX:
+        raise InputError("-o", f"must have a file name of at most {_NAME_MAX - len('.parts')} bytes (the parts "
+                         "folder beside it adds '.parts')", str(out))
 
 
 def _where(items: tuple[str, ...]) -> dict[str, str]:

@@ -17,6 +17,7 @@ from typing import Literal
 import pandas as pd
 
 from moesim.errors import InputError
+from moesim.files import write_text_atomic
 from moesim.native._build import build, run_tool
 
 __all__ = ["BenchTable", "read_bench_csv", "bench_read", "bench_ffn", "bench_nonffn", "bench_dequant",
@@ -71,11 +72,12 @@ def _ints(name: str, values: Sequence[int], minimum: int) -> str:
 
 def _run(mode: BenchKind, args: list[str], out: Path | str | None, timeout_s: float | None) -> BenchTable:
     exe = build() / "bench"
-    extra = ["--out", str(out)] if out is not None else []
-    text = run_tool([str(exe), mode, *args, *extra], timeout_s=timeout_s)
-    if out is not None:
-        return read_bench_csv(out)
-    return _parse(text, None)
+    text = run_tool([str(exe), mode, *args], timeout_s=timeout_s)     # the CSV, on stdout
+    if out is None:
+        return _parse(text, None)
+    table = _parse(text, Path(out))
+    write_text_atomic(text, out)            # through moesim.files: never over a device or a FIFO
+    return table
 
 
 def bench_read(file: Path | str, *, sizes_B: Sequence[int] = DEFAULT_READ_SIZES_B,

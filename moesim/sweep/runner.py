@@ -10,10 +10,11 @@ from typing import Any
 
 import pandas as pd
 
-from moesim.errors import MoesimError
+from moesim.errors import InputError, MoesimError
 from moesim.progress import track
 from moesim.sweep.executors import default_workers, run_dask, run_processes, run_serial
 from moesim.sweep.grid import Grid
+from moesim.sweep.lock import sweep_lock
 from moesim.sweep.store import PartStore
 
 __all__ = ["SweepReport", "SweepStopped", "run_sweep"]
@@ -45,8 +46,17 @@ def run_sweep(grid: Grid, out: str | Path, *, workers: int | None = None, schedu
     points an interrupted sweep finished; ``progress``: a rich progress bar (default: when
     stderr is a terminal); ``stop_after``: stop after that many new points (tests, demos).
     """
-    store = PartStore(out, grid)
-    done = store.open(resume)
+    with sweep_lock(out):
+        return _run_locked(grid, PartStore(out, grid), workers, scheduler, resume, progress, stop_after)
+
+
+def _run_locked(grid: Grid, store: PartStore, workers: int | None, scheduler: Any, resume: bool,
+                progress: bool | None, stop_after: int | None) -> SweepReport:
+    try:
+        done = store.open(resume)
+    except BaseException:
+        store.discard_if_empty()
+        raise
     tasks = [p.task(grid.workload) for p in grid.points if p.index not in done]
     n_workers = workers or default_workers()
     if scheduler is not None:
@@ -65,13 +75,26 @@ def run_sweep(grid: Grid, out: str | Path, *, workers: int | None = None, schedu
             ran += 1
             if stop_after is not None and ran >= stop_after and len(done) + ran < len(grid.points):
                 raise SweepStopped(f"stopped after {ran} points as asked; rerun with --resume to finish")
+    except InputError as exc:            # a part that could not be written (a full disk)
+        store.discard_if_empty()
+        raise _kept(exc, store) from exc
     except BaseException:
-        if not done and ran == 0:
-            store.discard_if_empty()
+        store.discard_if_empty()
         raise
     finally:
         stream.close()
         rows_gen.close()
     wall = time.perf_counter() - t0
-    frame = store.finish()
+    try:
+        frame = store.finish()
+    except InputError as exc:            # the Parquet could not be written: every part is kept
+        raise _kept(exc, store) from exc
     return SweepReport(frame, ran, len(done), wall, executor)
+
+
+def _kept(exc: InputError, store: PartStore) -> InputError:
+    """``exc`` with what to do next: resume (the finished points are kept) or simply rerun."""
+    finished = len(store.done()) if store.dir.is_dir() else 0
+    then = (f"the {finished} finished points are kept in {store.dir}; fix that and rerun with --resume" if finished
+            else "no point was kept; fix that and run the sweep again")
+    return InputError(f"{exc}; {then}", "", show_value=False)

@@ -2,7 +2,9 @@
 
 Every part is written to a temporary file and renamed into place, so a sweep killed at any
 moment leaves only whole parts; ``--resume`` runs the points that have none. The folder's
-``manifest.json`` holds the grid hash: a resume with a changed grid is refused.
+``manifest.json`` holds the grid hash: a resume with a changed grid is refused. A folder that
+holds no finished point (a sweep that failed or was killed before its first) is started
+afresh by a plain run. Only the holder of the output's lock (:mod:`moesim.sweep.lock`) opens it.
 """
 
 from __future__ import annotations
@@ -15,15 +17,19 @@ from typing import Any
 
 import pandas as pd
 
-from moesim.errors import InputError
+from moesim.errors import InputError, MoesimError
 from moesim.files import atomic_path, write_json_atomic, write_text_atomic
 from moesim.sweep.grid import Grid
 
-__all__ = ["PartStore", "parts_dir", "WALL_CLOCK_COLUMNS", "consolidate"]
+__all__ = ["PartStore", "PartsLost", "parts_dir", "WALL_CLOCK_COLUMNS", "consolidate"]
 
 #: columns that measure the host's wall clock: everything else is a function of the inputs
 WALL_CLOCK_COLUMNS = ("point.wall_s", "sim.wall_s", "sim.steps_per_wall_s", "config.selection_ms")
 _MANIFEST = "manifest.json"
+
+
+class PartsLost(MoesimError):
+    """Parts that were written are gone at consolidation (removed by hand): --resume reruns them."""
 
 
 def parts_dir(out: str | Path) -> Path:
@@ -59,9 +65,9 @@ class PartStore:
         """Create (or, with ``resume``, reopen) the folder; return the indices already done."""
         manifest = self.dir / _MANIFEST
         self._refuse_other_grid_results()
-        if self.dir.exists() and not resume:
-            raise InputError("--resume", f"is needed: {self.dir} holds parts of an unfinished sweep "
-                             "(resume it, or delete the folder to start again)", show_value=False)
+        if self.dir.exists() and not resume and self.done():
+            raise InputError("--resume", f"is needed: {self.dir} holds {len(self.done())} finished points of an "
+                             "unfinished sweep (resume it, or delete the folder to start again)", show_value=False)
         if resume and manifest.exists():
             stored = json.loads(manifest.read_text())
             if stored.get("grid_hash") != self.grid.hash:
@@ -102,7 +108,10 @@ class PartStore:
         """Consolidate every part into ``out`` (sorted by point index), then remove the parts."""
         rows = self.rows()
         indices = [int(r["point.index"]) for r in rows]
-        assert indices == list(range(len(self.grid.points))), "consolidating an incomplete sweep"
+        if indices != list(range(len(self.grid.points))):     # a part removed by hand while the sweep ran
+            missing = sorted(set(range(len(self.grid.points))) - set(indices))
+            raise PartsLost(f"{self.dir} lost {len(missing)} finished points while the sweep ran (first: point "
+                            f"{missing[0] if missing else '?'}); rerun with --resume to run them again")
         frame = consolidate(rows, self.grid)
         with atomic_path(self.out) as tmp:
             frame.to_parquet(tmp, index=False)

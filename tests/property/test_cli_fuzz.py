@@ -7,7 +7,10 @@ test_traces_fuzz.py.)"""
 from __future__ import annotations
 
 import math
+import os
 import re
+import socket
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +21,7 @@ from hypothesis import strategies as st
 
 from moesim.cli import main
 from moesim.config.profiles import profile_dir
+from moesim.sweep.lock import sweep_lock
 from tests.strategies import FUZZ_SETTINGS
 
 CLI_SETTINGS = settings(FUZZ_SETTINGS,
@@ -103,7 +107,7 @@ def _check(code: int, err: str, args: list[str], tmp: Path) -> None:
     if code == 2:
         errors = [ln for ln in err.strip().splitlines() if not ln.startswith("warning:")]
         assert len(errors) == 1 and errors[0].startswith("moesim: error: "), f"{args}: {err}"
-    leftovers = [p.name for p in tmp.rglob("*") if p.name.endswith(".tmp") or p.name.endswith(".parts")]
+    leftovers = [p.name for p in tmp.rglob("*") if p.name.endswith((".tmp", ".parts", ".lock"))]
     assert not leftovers, f"{args} left {leftovers}"
 
 
@@ -179,3 +183,95 @@ def test_fuzzed_grids_end_cleanly(text: str, capsys: pytest.CaptureFixture[str])
 
     _ends_cleanly(["sweep", "{tmp}/grid.toml", "-o", "{tmp}/out.parquet", "--workers", "1", "--quiet"], capsys,
                   files={"grid.toml": text}, after=output_is_0644)
+
+
+# ----- outputs that are not regular files (issue 23) ---------------------------------------------
+#: what may stand where an output goes: made in the test's folder (device nodes with mknod)
+_SPECIALS = ["new", "regular", "chardev", "fifo", "socket", "folder", "link-to-chardev", "link-to-fifo",
+             "link-to-regular", "dangling-link", "/dev/full", "/dev/null", "name-at-255", "name-of-256"]
+_OUTPUTS = {"prefill": ["prefill", "--model", "flame-moe-290m", "--tokens", "16", "--timeline"],
+            "decode": ["decode", "--model", "olmoe-1b-7b", "--tokens", "4", "--timeline"]}
+_IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _make_output(special: str, folder: Path, suffix: str) -> Path:
+    """Put ``special`` at an output path in ``folder``; return the path to give the CLI."""
+    if special.startswith("/dev/"):
+        return Path(special)
+    name = {"name-at-255": "n" * (255 - len(suffix)), "name-of-256": "n" * (256 - len(suffix))}.get(special, "out")
+    out = folder / (name + suffix)
+    target = folder / ("target" + suffix)
+    made = {"regular": out, "chardev": out, "fifo": out, "folder": out, "link-to-chardev": target,
+            "link-to-fifo": target, "link-to-regular": target}
+    path = made.get(special)
+    if special in ("regular", "link-to-regular"):
+        target.write_text("old") if path == target else out.write_text("old")
+    elif special in ("chardev", "link-to-chardev"):
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))        # /dev/null's numbers
+    elif special in ("fifo", "link-to-fifo"):
+        os.mkfifo(path)
+    elif special == "folder":
+        out.mkdir()
+    if special.startswith("link-to-") or special == "dangling-link":
+        out.symlink_to(target.name)
+    return out
+
+
+def _kinds(folder: Path) -> dict[str, str]:
+    return {p.name: stat.filemode(os.lstat(p).st_mode)[0] for p in folder.iterdir()}
+
+
+@settings(CLI_SETTINGS, max_examples=max(len(_SPECIALS), CLI_SETTINGS.max_examples // 2))
+@given(special=st.sampled_from(_SPECIALS), command=st.sampled_from(sorted(_OUTPUTS)), sock=st.booleans())
+def test_fuzzed_special_outputs_end_cleanly(special: str, command: str, sock: bool,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever stands where the output goes, the run ends cleanly and nothing that was not a
+    regular file is replaced: device nodes stay devices, FIFOs FIFOs, sockets sockets, links links."""
+    if "chardev" in special and not _IS_ROOT:
+        return                                  # mknod of a device needs root
+    suffix = ".json"
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        out = _make_output(special, folder, suffix)
+        server = None
+        if sock:                                # a socket where the output goes, instead
+            out = folder / ("sock" + suffix)
+            server = socket.socket(socket.AF_UNIX)
+            server.bind(str(out))
+        before = _kinds(folder)
+        try:
+            capsys.readouterr()
+            code = main([*_OUTPUTS[command], str(out)])
+            err = capsys.readouterr().err
+        finally:
+            if server is not None:
+                server.close()
+        _check(code, err, [special, command], folder)
+        after = _kinds(folder)
+        assert {n: k for n, k in after.items() if n in before} == before, f"{special}: {before} -> {after}"
+        refused = sock or special in ("fifo", "link-to-fifo", "folder", "/dev/full", "name-of-256")
+        assert code == (2 if refused else 0), f"{special} {command}: exit {code}: {err}"
+        if special == "/dev/full" and not sock:
+            assert "/dev/full cannot be written: No space left on device" in err
+
+
+@settings(CLI_SETTINGS, max_examples=max(10, CLI_SETTINGS.max_examples // 3))
+@given(resume=st.booleans(), workers=st.sampled_from(["1", "2"]), tokens=st.sampled_from(["16", "0", "x"]))
+def test_fuzzed_sweeps_on_a_locked_output_are_refused(resume: bool, workers: str, tokens: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A sweep (or a --resume) on an output whose lock another holder has runs nothing and says
+    who holds it (or first names what is wrong with its grid)."""
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        (folder / "grid.toml").write_text(f'[fixed]\nworkload = "prefill"\nmodel = "flame-moe-290m"\n[axes]\n'
+                                          f'tokens = [{tokens if tokens != "x" else chr(34) + "x" + chr(34)}]\n')
+        out = folder / "out.parquet"
+        with sweep_lock(out):
+            capsys.readouterr()
+            code = main(["sweep", str(folder / "grid.toml"), "-o", str(out), "--workers", workers, "--quiet",
+                         *(["--resume"] if resume else [])])
+            err = capsys.readouterr().err
+            assert code == 2 and len(err.strip().splitlines()) == 1, err
+            assert tokens != "16" or f"another moesim sweep (pid {os.getpid()} on " in err, err
+            assert sorted(p.name for p in folder.iterdir()) == ["grid.toml", "out.parquet.lock"]
+        assert sorted(p.name for p in folder.iterdir()) == ["grid.toml"]

@@ -87,7 +87,7 @@ def test_folder_in_the_way_is_a_one_line_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"file/out\.json cannot be written: Not a directory"):
         write_json_atomic({}, blocker / "out.json")
     (tmp_path / "dir.json").mkdir()
-    with pytest.raises(InputError, match=r"dir\.json cannot be written: Is a directory"):
+    with pytest.raises(InputError, match=r"dir\.json must be a regular file or a character device, not a folder"):
         write_json_atomic({}, tmp_path / "dir.json")
     assert _names(tmp_path) == ["dir.json", "file"]         # no temporary file left
 

@@ -171,7 +171,8 @@ class SpecDecodeRun(Frozen):
     trace: str | None = Field(None, description="canonical trace file; None = the model's real trace")
     selector: Selector = "confidence"
     gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root (bonus) token included")
-    epsilon: PositiveFloat = Field(1.0, description="the score's epsilon: P / (cost + epsilon)")
+    epsilon: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
+        1.0, description="the score's epsilon: P / (cost + epsilon)")
     predictor: Predictor = Field(default_factory=OraclePredictor)
     tree: DraftTree = Field(default_factory=DraftTree)
     draft: DraftAccuracy = Field(default_factory=DraftAccuracy)

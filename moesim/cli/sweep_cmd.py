@@ -129,6 +129,8 @@ def _where(items: tuple[str, ...]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InputError("--where", "must be COLUMN=VALUE", item)
+        if key in out:   # a row has one value per column: the second would silently replace the first
+            raise InputError("--where", f"must name a column once ({key}={out[key]} and {item})", item)
         out[key] = value
     return out
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import pandas as pd
 
 from moesim.cli.output import emit_json, emit_table, fmt_num, writable_path
 from moesim.errors import InputError, MoesimError
+
+if TYPE_CHECKING:
+    from moesim.sweep.grid import GridTooLarge
 
 __all__ = ["sweep", "plot", "summary_rows"]
 
@@ -48,7 +51,8 @@ def _short(message: str) -> str:
 @click.option("--scheduler", metavar="ADDRESS", help="Run on a dask.distributed cluster, e.g. tcp://host:8786.")
 @click.option("--resume", is_flag=True, help="Keep the points an interrupted sweep finished; run the rest.")
 @click.option("--max-points", type=click.IntRange(min=1), metavar="N",
-              help=f"Refuse a grid of more than N points [default: {CONFIRM_POINTS:,}; the refusal estimates the time].")
+              help=f"Refuse a grid of more than N points [default: {CONFIRM_POINTS:,}; the refusal estimates the "
+              "time].")
 @click.option("--yes", is_flag=True, help="Run a grid of any size (up to the 2,000,000 points a sweep can expand).")
 @click.option("--quiet", is_flag=True, help="No progress bar and no table, only the one-line summary.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary (no progress bar).")
@@ -112,7 +116,7 @@ def _fail_if_none_ran(frame: pd.DataFrame, out: str) -> None:
                           f"{'' if len(reasons) == 1 else f', {len(reasons) - 1} other reasons'}); see {out}")
 
 
-def _estimate(exc: Any, workers: int | None) -> str:
+def _estimate(exc: GridTooLarge, workers: int | None) -> str:
     """How long the grid would take: the first point timed here, times the points, over the workers."""
     from moesim.sweep.check import describe_s, estimate_s
     from moesim.sweep.executors import default_workers
@@ -124,7 +128,7 @@ def _estimate(exc: Any, workers: int | None) -> str:
 
 
 def _where(items: tuple[str, ...]) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:

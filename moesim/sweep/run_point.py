@@ -11,9 +11,9 @@ from typing import Any
 
 from moesim._version import __version__
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
+from moesim.config.device import GPUServerProfile, MobileNPUProfile
 from moesim.config.loading import validate_data
 from moesim.config.prefill import PrefillRun, build_policy, policy_options
-from moesim.config.device import GPUServerProfile, MobileNPUProfile
 from moesim.config.profiles import AnyProfile, load_profile, load_profile_of, override_profile, profile_hash
 from moesim.config.specdecode import SpecDecodeRun, parse_predictor, parse_routing
 from moesim.errors import InputError

@@ -48,7 +48,7 @@ def test_every_plot_of_the_page_selects_the_rows_it_says() -> None:
     for command, expected in COMMANDS[1:]:
         argv = shlex.split(command)
         where = [argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--where"]
-        for column, value in where:
+        for column, _ in where:
             assert column in grid.columns, f"{command}: --where {column} is not an input of the grid"
         rows = [p for p in grid.points if all(str(p.params[c]) == v for c, v in where)]
         assert f"({len(rows)} rows)" in expected, command

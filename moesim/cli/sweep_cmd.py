@@ -79,6 +79,8 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
     except GridTooLarge as exc:
         raise InputError(grid_file, f"has {exc.points:,} points, more than {exc.limit:,} ({_estimate(exc, workers)}); "
                          f"rerun with --yes, or --max-points {exc.points}, to run it", show_value=False) from None
+    for note in grid.ignored_options():
+        click.echo(f"note: {note}", err=True)
     try:
         report = run_sweep(grid, out, workers=workers, scheduler=scheduler, resume=resume,
                            progress=None if not (quiet or as_json) else False)

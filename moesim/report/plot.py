@@ -40,6 +40,23 @@ def _column(frame: pd.DataFrame, name: str, option: str, numeric: bool) -> None:
                          f"(numeric: {columns}, and the dotted metric columns)", name)
 
 
+def _one_row_per_x(frame: pd.DataFrame, x: str, hue: str | None) -> None:
+    """A line through several rows at one x would zigzag between points that differ in another
+    input: refuse, naming the inputs that vary there (the columns before ``workload``)."""
+    keys = [hue, x] if hue else [x]
+    dup = frame[frame.duplicated(keys, keep=False)]
+    if dup.empty:
+        return
+    inputs = list(frame.columns[: frame.columns.get_loc("workload")]) if "workload" in frame.columns else []
+    varying = [c for c in inputs if c not in keys and int(dup.groupby(keys)[c].nunique(dropna=False).max()) > 1]
+    first = dup.iloc[0]
+    n = int((dup[keys] == first[keys]).all(axis=1).sum())
+    at = ", ".join(f"{k}={first[k]}" for k in keys)
+    hint = "keep one with --where" + (f" on {', '.join(varying)}" if varying else "")
+    hint += "" if hue else ", or use --hue"
+    raise InputError("--x", f"must have one row per line and x value; {n} rows have {at} ({hint})", x)
+
+
 def plot_results(frame: pd.DataFrame, path: str | Path, *, x: str, y: str, hue: str | None = None,
                  kind: PlotKind = "line", title: str | None = None) -> Path:
     """A line plot of ``y`` against ``x`` (one line per ``hue`` value), or for ``kind="tradeoff"``
@@ -53,6 +70,8 @@ def plot_results(frame: pd.DataFrame, path: str | Path, *, x: str, y: str, hue: 
         frame = frame[frame["status"] == "ok"]
     if frame.empty:
         raise InputError("results", "have no successful point to plot", show_value=False)
+    if kind == "line":
+        _one_row_per_x(frame, x, hue)
     plt = pyplot("plot", path)
     groups: list[tuple[Any, pd.DataFrame]] = list(frame.groupby(hue, sort=True)) if hue else [(None, frame)]
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)

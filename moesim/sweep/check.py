@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from moesim.config.prefill import policy_options
 from moesim.errors import InputError, format_value
 
-__all__ = ["grid_size", "check_values", "estimate_s", "describe_s"]
+__all__ = ["grid_size", "check_values", "check_policy_options", "policy_option_notes", "estimate_s", "describe_s"]
 
 #: error fields (as the run's checks name them) that are spelled otherwise in a grid
 _ALIASES = {"draft_routing": "routing", "overrides": None}
@@ -81,6 +82,42 @@ def check_values(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]
             shown = "" if where == "fixed" else f" = {format_value(value)}"
             raise InputError(f"{where}{shown}", f"cannot run any point: {exc}", show_value=False,
                              source=source) from None
+
+
+def _policies(fixed: dict[str, Any], axes: dict[str, list[Any]]) -> list[str]:
+    return [str(p) for p in axes.get("policy", [fixed.get("policy", "estream")])]
+
+
+def _option_users(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]) -> dict[str, list[str]]:
+    """Each policy option the grid sets -> the policies of the grid that take it."""
+    if workload != "prefill":
+        return {}
+    policies = _policies(fixed, axes)
+    return {option: [p for p in policies if p in kinds] for option, kinds in policy_options().items()
+            if option in fixed or option in axes}
+
+
+def check_policy_options(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
+    """A policy option that no policy of the grid takes would be dropped from every point (an
+    axis of it would run the same point several times): refused."""
+    takes = policy_options()
+    for option, users in _option_users(workload, fixed, axes).items():
+        if not users:
+            where = f"axes.{option}" if option in axes else f"fixed.{option}"
+            raise InputError(where, f"applies to policy {', '.join(sorted(takes[option]))}, and no policy of the "
+                             "grid takes it", ", ".join(_policies(fixed, axes)), source=source)
+
+
+def policy_option_notes(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]) -> list[str]:
+    """One line per policy option that some policies of the grid do not take (their points run
+    without it: the documented rule, said once)."""
+    takes, notes = policy_options(), []
+    for option, users in _option_users(workload, fixed, axes).items():
+        skip = [p for p in _policies(fixed, axes) if p not in users]
+        if skip:
+            notes.append(f"{option} applies to policy {', '.join(sorted(takes[option]))}; the points of policy "
+                         f"{', '.join(skip)} run without it")
+    return notes
 
 
 def estimate_s(workload: str, params: dict[str, Any]) -> float:

@@ -24,7 +24,7 @@ from moesim.config.prefill import PolicyName, Prefetch, policy_options
 from moesim.config.profiles import load_profile, override_profile
 from moesim.config.specdecode import Selector
 from moesim.errors import InputError
-from moesim.sweep.check import check_values, grid_size
+from moesim.sweep.check import check_policy_options, check_values, grid_size, policy_option_notes
 
 __all__ = ["WORKLOADS", "PrefillParams", "SpecDecodeParams", "Point", "Grid", "GridTooLarge", "parse_grid", "load_grid",
            "MAX_GRID_POINTS"]
@@ -123,6 +123,11 @@ class Grid:
         """Input columns of the results, in grid order."""
         return list(self.fixed) + list(self.axes)
 
+    def ignored_options(self) -> list[str]:
+        """One line per policy option of the grid that some of its policies do not take (those
+        points run without it, as ``moesim prefill`` would refuse it): what the CLI prints once."""
+        return policy_option_notes(self.workload, self.fixed, self.axes)
+
 
 class GridTooLarge(InputError):
     """The grid has more points than the caller accepts (``max_points``): the CLI adds an estimate
@@ -205,6 +210,7 @@ def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | Non
     all_fixed = {**fixed, **fixed_over}
     all_axes: dict[str, list[Any]] = _flatten(data.get("axes", {}))
     _check_names(workload, all_fixed, all_axes, source)
+    check_policy_options(workload, all_fixed, all_axes, source)
     check_values(workload, all_fixed, all_axes, source)
     size = grid_size(all_axes)
     if size > MAX_GRID_POINTS:

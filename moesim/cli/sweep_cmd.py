@@ -93,6 +93,7 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
         emit_json({"points": len(frame), "ok": ok, "errors": len(frame) - ok, "resumed": report.resumed,
                    "ran": report.ran, "wall_s": report.wall_s, "points_per_s": report.points_per_s,
                    "executor": report.executor, "output": out})
+        _fail_if_none_ran(frame, out)
         return
     if not quiet and len(frame) <= _MAX_TABLE_ROWS:
         headers, rows = summary_rows(frame, grid.columns)

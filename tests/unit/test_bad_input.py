@@ -178,6 +178,39 @@ def test_a_sweep_where_no_point_runs_exits_2(run_cli, tmp_path: Path) -> None:  
     assert res.code == 2, res.err
     assert "no point of the grid ran: memory_budget_GiB must be >= " in res.err
     assert "(1 of 2 points, 1 other reasons); see " in res.err and (tmp_path / "out.parquet").is_file()
+    res = run_cli("sweep", str(grid), "-o", str(tmp_path / "out2.parquet"), "--workers", "1", "--json")
+    assert res.code == 2 and '"ok": 0' in res.out and "no point of the grid ran" in res.err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["trace", "synth", "--model", "flame-moe-290m", "--tokens", "64", "--segment-tokens", "0"],
+     "--segment-tokens must be an integer >= 1 (tokens per synthetic request), got 0"),
+    (["trace", "synth", "--model", "flame-moe-290m", "--tokens", "64", "--segment-tokens", "-5"],
+     "--segment-tokens must be an integer >= 1 (tokens per synthetic request), got -5"),
+    (["trace", "synth", "--model", "flame-moe-290m", "--tokens", "64", "--segment-tokens", "100", "--fit", "x.parquet"],
+     "--fit excludes the statistics options (the fit takes them from the trace), got ['--segment-tokens']"),
+    (["specdecode", "--epsilon", "inf", "--passes", "1"], "epsilon must be a finite number, got inf"),
+    (["specdecode", "--gamma-sweep", "2,,4", "--passes", "1"], "--gamma-sweep must be comma-separated integers >= 1 "
+                                                              "(element 2 is empty)"),
+])
+def test_options_that_were_dropped_or_clamped_are_refused(run_cli, tmp_path: Path, args: list[str],  # type: ignore[no-untyped-def]
+                                                          message: str) -> None:
+    res = run_cli(*args, "-o", str(tmp_path / "t.parquet")) if args[0] == "trace" else run_cli(*args)
+    assert res.code == 2 and message in res.err and len(res.err.splitlines()) == 1, res.err
+    assert not (tmp_path / "t.parquet").exists()
+
+
+def test_segment_tokens_without_statistics_is_applied(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    res = run_cli("trace", "synth", "--model", "flame-moe-290m", "--tokens", "300", "--segment-tokens", "150",
+                  "--json", "-o", str(tmp_path / "t.parquet"))
+    assert res.code == 0, res.err
+    from moesim.traces import read_trace
+
+    t = read_trace(tmp_path / "t.parquet")
+    assert json.loads(res.out)["synth"]["fitted_to"] == "user statistics"
+    assert t.segment_bounds() == [(0, 150), (150, 300)]       # the default statistics' 400 would be one segment
 
 
 def test_sweep_refuses_to_overwrite_another_grids_results(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

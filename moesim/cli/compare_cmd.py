@@ -8,7 +8,7 @@ from moesim.cli.output import emit_json, emit_table, parse_int_list, writable_pa
 from moesim.cli.prefill_cmd import parse_overrides, warn_budget_above_device
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.prefill import POLICY_NAMES
-from moesim.errors import InputError
+from moesim.errors import InputError, MoesimError
 from moesim.progress import track
 
 __all__ = ["compare"]
@@ -28,8 +28,9 @@ def _names(text: str | None) -> list[str] | None:
 @click.option("--device", default=DEFAULT_PHONE_DEVICE, show_default=True, metavar="NAME|PATH")
 @click.option("--tokens", default="1024", show_default=True, metavar="N1,N2,...", help="Prompt lengths.")
 @click.option("--policies", metavar="P1,P2,...", help=f"Policies to compare [default: all: {', '.join(POLICY_NAMES)}]")
-@click.option("--baseline", default="resident", show_default=True,
-              help="The policy the speedup, memory and energy ratios are taken against.")
+@click.option("--baseline", metavar="POLICY",
+              help="The policy the speedup, memory and energy ratios are taken against [default: resident when "
+              "it is compared, else the first of --policies].")
 @click.option("--memory-budget-gib", type=float, help="Peak-memory budget for every policy.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE", help="Profile what-if (repeatable).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -37,22 +38,30 @@ def _names(text: str | None) -> list[str] | None:
               help="Draw the latency-memory plane (.png/.svg/.pdf; log axes, lower left is better).")
 @click.option("--quiet", is_flag=True, help="No progress bar (it is drawn only on a terminal anyway).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def compare(model: str, device: str, tokens: str, policies: str | None, baseline: str,
+def compare(model: str, device: str, tokens: str, policies: str | None, baseline: str | None,
             memory_budget_gib: float | None, overrides: tuple[str, ...], seed: int, plot: str | None,
             quiet: bool, as_json: bool) -> None:
     """Compare prefill policies (EStream and the baselines) in one table: TTFT, tokens/s, peak
     memory, bubble, energy, and speedup, memory and energy ratios against --baseline (above 1 =
-    better)."""
+    better).
+
+    Exits with status 2 and one line when no row can run (a device that is not a phone, an
+    invalid --set, a budget that no policy fits); rows that cannot run beside rows that can are
+    shown with their reason."""
     from moesim.plotting import check_figure_path
-    from moesim.report.compare import compare_policies, plot_plane
+    from moesim.report.compare import compare_policies, default_baseline, global_failure, plot_plane
 
     lengths, chosen, what_if = parse_int_list(tokens, "--tokens"), _names(policies), parse_overrides(overrides)
     if plot:
         check_figure_path(plot, "--plot")
+    baseline = default_baseline(chosen or POLICY_NAMES) if baseline is None else baseline
     warn_budget_above_device(memory_budget_gib, device, what_if)
     show = False if quiet else None
     rows = compare_policies(model, device, lengths, chosen, baseline, memory_budget_gib, what_if, seed,
                             progress=lambda runs: track(runs, f"{runs[0].tokens} tokens", show))
+    failure = global_failure(rows)
+    if failure is not None:
+        raise MoesimError(failure)
     if plot:
         plot_plane(rows, plot, f"{model} on {device}")
     if as_json:

@@ -102,16 +102,26 @@ def describe_routing(trace: dict[str, Any]) -> str:
 
 
 def parse_int_list(text: str, flag: str) -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]``; anything else (empty, non-integers, values < 1) is an
-    InputError naming ``flag``.
+    """``"1,2,4"`` -> ``[1, 2, 4]``; anything else (empty, an empty element, non-integers, values
+    < 1, a value twice) is an InputError naming ``flag``.
 
     >>> parse_int_list("256, 1024", "--tokens")
     [256, 1024]
+    >>> parse_int_list("256,,4096", "--tokens")
+    Traceback (most recent call last):
+    moesim.errors.InputError: --tokens must be comma-separated integers >= 1 (element 2 is empty), got '256,,4096'
     """
+    items = [x.strip() for x in text.split(",")]
+    for i, item in enumerate(items):
+        if not item and len(items) > 1:
+            raise InputError(flag, f"must be comma-separated integers >= 1 (element {i + 1} is empty)", text)
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in items if x]
     except ValueError:
         values = []
     if not values or min(values) < 1:
         raise InputError(flag, "must be comma-separated integers >= 1", text)
+    dup = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if dup is not None:
+        raise InputError(flag, f"must not list a value twice ({dup} would run twice)", text)
     return values

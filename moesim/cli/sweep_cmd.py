@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import pandas as pd
 
 from moesim.cli.output import emit_json, emit_table, fmt_num, writable_path
-from moesim.errors import InputError
+from moesim.errors import InputError, MoesimError
+
+if TYPE_CHECKING:
+    from moesim.sweep.grid import GridTooLarge
 
 __all__ = ["sweep", "plot", "summary_rows"]
 
 _SHOWN = ("ttft_s", "peak_memory_gib", "tokens_per_s")
 _MAX_TABLE_ROWS = 40
 _NAME_MAX = 255
+#: a grid of more points runs only with --yes or a --max-points at least its size
+CONFIRM_POINTS = 10_000
 
 
 def summary_rows(frame: pd.DataFrame, inputs: list[str]) -> tuple[list[str], list[list[Any]]]:
@@ -47,12 +52,21 @@ def _short(message: str) -> str:
               "default: the CPU count, at most 8).")
 @click.option("--scheduler", metavar="ADDRESS", help="Run on a dask.distributed cluster, e.g. tcp://host:8786.")
 @click.option("--resume", is_flag=True, help="Keep the points an interrupted sweep finished; run the rest.")
+@click.option("--max-points", type=click.IntRange(min=1), metavar="N",
+              help=f"Refuse a grid of more than N points [default: {CONFIRM_POINTS:,}; the refusal estimates the "
+              "time].")
+@click.option("--yes", is_flag=True, help="Run a grid of any size (up to the 2,000,000 points a sweep can expand).")
 @click.option("--quiet", is_flag=True, help="No progress bar and no table, only the one-line summary.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary (no progress bar).")
-def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, resume: bool, quiet: bool,
-          as_json: bool) -> None:
-    """Run every point of a grid of prefill or specdecode runs into a Parquet table."""
+def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, resume: bool, max_points: int | None,
+          yes: bool, quiet: bool, as_json: bool) -> None:
+    """Run every point of a grid of prefill or specdecode runs into a Parquet table.
+
+    The grid is checked before any point runs; a grid of over 10,000 points (--max-points) is
+    refused, with its size and an estimate of the time, unless --yes is given. Exits with status
+    2 when no point ran (the table is still written)."""
     from moesim.sweep import load_grid, run_sweep
+    from moesim.sweep.grid import GridTooLarge
     from moesim.sweep.runner import SweepStopped
     from moesim.sweep.store import parts_dir
 
@@ -61,7 +75,15 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
     _check_sweep_output(Path(out))
     if workers is not None and scheduler is not None:
         raise InputError("--workers", "does not apply with --scheduler (the cluster has its workers)", workers)
-    grid = load_grid(grid_file)
+    if yes and max_points is not None:
+        raise InputError("--yes", "excludes --max-points (--yes accepts any size)", show_value=False)
+    try:
+        grid = load_grid(grid_file, None if yes else max_points or CONFIRM_POINTS)
+    except GridTooLarge as exc:
+        raise InputError(grid_file, f"has {exc.points:,} points, more than {exc.limit:,} ({_estimate(exc, workers)}); "
+                         f"rerun with --yes, or --max-points {exc.points}, to run it", show_value=False) from None
+    for note in grid.ignored_options():
+        click.echo(f"note: {note}", err=True)
     try:
         report = run_sweep(grid, out, workers=workers, scheduler=scheduler, resume=resume,
                            progress=None if not (quiet or as_json) else False)
@@ -76,6 +98,7 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
         emit_json({"points": len(frame), "ok": ok, "errors": len(frame) - ok, "resumed": report.resumed,
                    "ran": report.ran, "wall_s": report.wall_s, "points_per_s": report.points_per_s,
                    "executor": report.executor, "output": out})
+        _fail_if_none_ran(frame, out)
         return
     if not quiet and len(frame) <= _MAX_TABLE_ROWS:
         headers, rows = summary_rows(frame, grid.columns)
@@ -89,6 +112,27 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
     resumed = f", {report.resumed} from an earlier run" if report.resumed else ""
     click.echo(f"{len(frame)} points ({ok} ok, {len(frame) - ok} error{resumed}); ran {report.ran} in "
                f"{report.wall_s:.1f} s ({report.points_per_s:.1f} points/s) on {report.executor} -> {out}")
+    _fail_if_none_ran(frame, out)
+
+
+def _fail_if_none_ran(frame: pd.DataFrame, out: str) -> None:
+    """A sweep whose every point failed is a failure of the whole sweep: exit 2, with the most
+    common reason (the table is written all the same)."""
+    if len(frame) and not (frame["status"] == "ok").any():
+        reasons = frame["error"].astype(str).map(_short).value_counts()
+        raise MoesimError(f"no point of the grid ran: {reasons.index[0]} ({reasons.iloc[0]} of {len(frame)} points"
+                          f"{'' if len(reasons) == 1 else f', {len(reasons) - 1} other reasons'}); see {out}")
+
+
+def _estimate(exc: GridTooLarge, workers: int | None) -> str:
+    """How long the grid would take: the first point timed here, times the points, over the workers."""
+    from moesim.sweep.check import describe_s, estimate_s
+    from moesim.sweep.executors import default_workers
+
+    n = workers or default_workers()
+    per_point = estimate_s(exc.workload, exc.first)
+    return (f"about {describe_s(per_point * exc.points / n)} on {n} worker{'s' if n > 1 else ''} at the "
+            f"{per_point:.2g} s its first point took here")
 
 
 def _check_sweep_output(out: Path) -> None:
@@ -102,11 +146,13 @@ def _check_sweep_output(out: Path) -> None:
 
 
 def _where(items: tuple[str, ...]) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InputError("--where", "must be COLUMN=VALUE", item)
+        if key in out:   # a row has one value per column: the second would silently replace the first
+            raise InputError("--where", f"must name a column once ({key}={out[key]} and {item})", item)
         out[key] = value
     return out
 

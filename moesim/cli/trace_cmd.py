@@ -22,6 +22,7 @@ from moesim.traces import (
     write_trace,
 )
 from moesim.traces.stats import TraceStats
+from moesim.traces.synth import DEFAULT_STATS
 from moesim.traces.trace import PHASE_NAMES, RoutingTrace
 
 __all__ = ["trace"]
@@ -169,29 +170,33 @@ def assemble_cmd(path: Path, tokens: int, start_segment: int, allow_repeat: bool
 @click.option("--reuse", type=float, help="Without --fit: token-to-token reuse.")
 @click.option("--coverage-32", "cov32", type=float, help="Without --fit: coverage at W=32 (optional).")
 @click.option("--coverage-128", "cov128", type=float, help="Without --fit: coverage at W=128 (optional).")
-@click.option("--segment-tokens", default=512, show_default=True, help="Without --fit: tokens per request.")
+@click.option("--segment-tokens", type=int, metavar="N", help="Without --fit: tokens per request [default: 400 "
+              "with the default statistics, 512 with --entropy and --reuse].")
 @_OUT
 @_JSON
 def synth_cmd(model: str, tokens: int, fit_path: Path | None, seed: int, entropy: float | None,
-              reuse: float | None, cov32: float | None, cov128: float | None, segment_tokens: int,
+              reuse: float | None, cov32: float | None, cov128: float | None, segment_tokens: int | None,
               out: Path, as_json: bool) -> None:
     """Generate a synthetic trace (always labelled synthetic) fitted to a trace or to statistics.
 
     Without --fit and statistics, defaults typical of the real traces are used (and stated).
     """
     given = {"--entropy": entropy, "--reuse": reuse, "--coverage-32": cov32, "--coverage-128": cov128}
+    if segment_tokens is not None and segment_tokens < 1:
+        raise InputError("--segment-tokens", "must be an integer >= 1 (tokens per synthetic request)", segment_tokens)
     if fit_path is not None:
-        extra = [k for k, v in given.items() if v is not None]
+        extra = [k for k, v in {**given, "--segment-tokens": segment_tokens}.items() if v is not None]
         if extra:
-            raise InputError("--fit", "excludes the statistics options", extra)
+            raise InputError("--fit", "excludes the statistics options (the fit takes them from the trace)", extra)
         t = synthesize(model, tokens, fit=read_trace(fit_path), seed=seed)
     elif all(v is None for v in given.values()):
-        t = synthesize(model, tokens, seed=seed)  # DEFAULT_STATS, stated in meta.synth.fitted_to
+        stats = None if segment_tokens is None else DEFAULT_STATS.model_copy(update={"segment_tokens": segment_tokens})
+        t = synthesize(model, tokens, stats=stats, seed=seed)  # DEFAULT_STATS, stated in meta.synth.fitted_to
     else:
         if entropy is None or reuse is None:
             raise InputError("synth", "needs both --entropy and --reuse when statistics are given",
                              [k for k, v in given.items() if v is not None])
-        stats = _target_stats(entropy, reuse, cov32, cov128, segment_tokens)
+        stats = _target_stats(entropy, reuse, cov32, cov128, 512 if segment_tokens is None else segment_tokens)
         t = synthesize(model, tokens, stats=stats, seed=seed)
     write_trace(t, out)
     if as_json:

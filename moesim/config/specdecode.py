@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
 
 from moesim.config.base import Frozen
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL
@@ -171,7 +171,8 @@ class SpecDecodeRun(Frozen):
     trace: str | None = Field(None, description="canonical trace file; None = the model's real trace")
     selector: Selector = "confidence"
     gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root (bonus) token included")
-    epsilon: PositiveFloat = Field(1.0, description="the score's epsilon: P / (cost + epsilon)")
+    epsilon: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
+        1.0, description="the score's epsilon: P / (cost + epsilon)")
     predictor: Predictor = Field(default_factory=OraclePredictor)
     tree: DraftTree = Field(default_factory=DraftTree)
     draft: DraftAccuracy = Field(default_factory=DraftAccuracy)

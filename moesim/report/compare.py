@@ -5,24 +5,28 @@ intervals, the bubble share, what bounds the run, and the speedup and memory rat
 a chosen baseline policy at the same prompt length (``baseline TTFT / TTFT``,
 ``baseline memory / memory`` and ``baseline energy / energy``: above 1 is better than the
 baseline). A policy that cannot
-run (it does not fit a budget) is a row with its one-line reason. :func:`plot_plane` draws
+run (it does not fit a budget) is a row with its one-line reason; what no policy could use (a
+device that is not a phone, an invalid ``--set``, an unknown model) is refused before any row
+runs, and :func:`global_failure` says why when every row failed. :func:`plot_plane` draws
 the latency-memory plane (log axes; lower left is better), the view of the EStream paper's
 Figure 7.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from moesim.config.catalog import load_model
 from moesim.config.loading import validate_data
 from moesim.config.prefill import POLICY_NAMES, PrefillRun, build_policy
 from moesim.errors import InputError, MoesimError
 from moesim.plotting import pyplot, save_figure
-from moesim.simulate.prefill import simulate_prefill
+from moesim.simulate.prefill import mobile_profile, simulate_prefill
 
-__all__ = ["COLUMNS", "compare_policies", "plot_plane", "bound_of"]
+__all__ = ["COLUMNS", "compare_policies", "plot_plane", "bound_of", "default_baseline", "global_failure"]
 
 COLUMNS = ("tokens", "policy", "ttft_s", "ttft_s_interval", "tokens_per_s", "peak_memory_gib",
            "peak_memory_gib_interval", "bubble_share", "bound", "energy_j", "energy_j_interval", "tokens_per_j",
@@ -57,24 +61,70 @@ def _row(run: PrefillRun) -> dict[str, Any]:
                        "synthetic": cfg["trace"]["synthetic"]}, "error": None}
 
 
+def default_baseline(policies: Sequence[str]) -> str:
+    """The baseline when none is given: ``resident`` when it is compared, else the first policy listed.
+
+    >>> default_baseline(["estream", "cpu"]), default_baseline(["cpu", "resident"])
+    ('estream', 'resident')
+    """
+    return "resident" if "resident" in policies else policies[0]
+
+
+_NEED = re.compile(r"^(\S+) must be >= ([0-9.]+) GiB")
+
+
+def global_failure(rows: Sequence[dict[str, Any]]) -> str | None:
+    """Why no row could run, or None when at least one row ran. When every row is below a memory
+    minimum, the least minimum (what the budget must be for one row to run); else each distinct
+    rule once (without its explanation) with the policies it stopped.
+
+    >>> global_failure([{"policy": "estream", "tokens": 64, "error": "memory_budget_GiB must be >= 0.6 GiB for x"},
+    ...                 {"policy": "naive", "tokens": 64, "error": "memory_budget_GiB must be >= 0.5 GiB for x"}])
+    'no policy can run: memory_budget_GiB must be >= 0.5 GiB for one to fit (naive at 64 tokens)'
+    >>> global_failure([{"policy": "estream", "tokens": 64, "error": "device must be a phone (a, b), got 'h'"}])
+    "no policy can run: device must be a phone, got 'h' (estream)"
+    """
+    if not rows or any(r["error"] is None for r in rows):
+        return None
+    needs = [(_NEED.match(str(r["error"])), r) for r in rows]
+    if all(m is not None for m, _ in needs):
+        (m, r) = min(needs, key=lambda mr: float(mr[0].group(2)) if mr[0] else 0.0)
+        assert m is not None
+        return (f"no policy can run: {m.group(1)} must be >= {m.group(2)} GiB for one to fit ({r['policy']} at "
+                f"{r['tokens']} tokens)")
+    reasons: dict[str, list[str]] = {}
+    for r in rows:
+        rule = re.sub(r" \(.*?\)| for [^,]*", "", str(r["error"]))
+        kinds = reasons.setdefault(rule, [])
+        if r["policy"] not in kinds:
+            kinds.append(r["policy"])
+    return "no policy can run: " + "; ".join(f"{rule} ({', '.join(kinds)})" for rule, kinds in reasons.items())
+
+
 def compare_policies(model: str, device: str, tokens: Sequence[int], policies: Sequence[str] | None = None,
-                     baseline: str = "resident", memory_budget_GiB: float | None = None,
+                     baseline: str | None = None, memory_budget_GiB: float | None = None,
                      overrides: dict[str, float] | None = None, seed: int = 0,
                      progress: Callable[[list[PrefillRun]], Iterable[PrefillRun]] | None = None,
                      ) -> list[dict[str, Any]]:
-    """Rows of every (prompt length, policy); ``baseline`` must be one of ``policies``
-    (``progress`` wraps each prompt length's runs, e.g. to draw a bar)."""
+    """Rows of every (prompt length, policy); ``baseline`` must be one of ``policies`` (default:
+    :func:`default_baseline`); ``progress`` wraps each prompt length's runs, e.g. to draw a bar.
+
+    The model, the device with the overrides and every run are checked before the first row
+    runs: an error that every policy would meet is raised, not written into every row."""
     chosen = list(policies or POLICY_NAMES)
     for name in chosen:
         if name not in POLICY_NAMES:
             raise InputError("--policies", f"must be among {', '.join(POLICY_NAMES)}", name)
+    baseline = default_baseline(chosen) if baseline is None else baseline
     if baseline not in chosen:
         raise InputError("--baseline", f"must be one of the compared policies ({', '.join(chosen)})", baseline)
+    load_model(model)
+    mobile_profile(device, overrides)
+    plans = [[validate_data(PrefillRun, {"model": model, "device": device, "tokens": n, "seed": seed,
+                                         "policy": build_policy(p, {}), "memory_budget_GiB": memory_budget_GiB,
+                                         "overrides": overrides or {}}) for p in chosen] for n in tokens]
     rows = []
-    for n in tokens:
-        runs = [validate_data(PrefillRun, {"model": model, "device": device, "tokens": n, "seed": seed,
-                                           "policy": build_policy(p, {}), "memory_budget_GiB": memory_budget_GiB,
-                                           "overrides": overrides or {}}) for p in chosen]
+    for runs in plans:
         block = [_row(r) for r in (progress(runs) if progress else runs)]
         base = next(r for r in block if r["policy"] == baseline)
         for r in block:

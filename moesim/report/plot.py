@@ -26,10 +26,35 @@ def select_rows(frame: pd.DataFrame, where: dict[str, str]) -> pd.DataFrame:
     return frame
 
 
-def _column(frame: pd.DataFrame, name: str, option: str) -> None:
+def _is_number(column: pd.Series) -> bool:
+    return bool(pd.api.types.is_numeric_dtype(column)) and not pd.api.types.is_bool_dtype(column)
+
+
+def _column(frame: pd.DataFrame, name: str, option: str, numeric: bool) -> None:
     if name not in frame.columns:
         near = ", ".join(c for c in frame.columns if "." not in c)
         raise InputError(option, f"must name a column of the results (for example {near})", name)
+    if numeric and not _is_number(frame[name]):
+        columns = ", ".join(c for c in frame.columns if "." not in c and _is_number(frame[c]))
+        raise InputError(option, f"must name a numeric column; {name!r} holds {frame[name].dtype} values "
+                         f"(numeric: {columns}, and the dotted metric columns)", name)
+
+
+def _one_row_per_x(frame: pd.DataFrame, x: str, hue: str | None) -> None:
+    """A line through several rows at one x would zigzag between points that differ in another
+    input: refuse, naming the inputs that vary there (the columns before ``workload``)."""
+    keys = [hue, x] if hue else [x]
+    dup = frame[frame.duplicated(keys, keep=False)]
+    if dup.empty:
+        return
+    inputs = list(frame.columns[: frame.columns.get_loc("workload")]) if "workload" in frame.columns else []
+    varying = [c for c in inputs if c not in keys and int(dup.groupby(keys)[c].nunique(dropna=False).max()) > 1]
+    first = dup.iloc[0]
+    n = int((dup[keys] == first[keys]).all(axis=1).sum())
+    at = ", ".join(f"{k}={first[k]}" for k in keys)
+    hint = "keep one with --where" + (f" on {', '.join(varying)}" if varying else "")
+    hint += "" if hue else ", or use --hue"
+    raise InputError("--x", f"must have one row per line and x value; {n} rows have {at} ({hint})", x)
 
 
 def plot_results(frame: pd.DataFrame, path: str | Path, *, x: str, y: str, hue: str | None = None,
@@ -37,12 +62,16 @@ def plot_results(frame: pd.DataFrame, path: str | Path, *, x: str, y: str, hue: 
     """A line plot of ``y`` against ``x`` (one line per ``hue`` value), or for ``kind="tradeoff"``
     a scatter of latency against peak memory; written to PNG, SVG or PDF by its suffix."""
     out = check_figure_path(path, "-o")
-    for name, option in ((x, "--x"), (y, "--y")) + (((hue, "--hue"),) if hue else ()):
-        _column(frame, name, option)
+    # y must be a number; x may be text (a model per tick) on a line plot, not on the trade-off scatter
+    for name, option, numeric in ((x, "--x", kind == "tradeoff"), (y, "--y", True)) + (
+            ((hue, "--hue", False),) if hue else ()):
+        _column(frame, name, option, numeric)
     if "status" in frame.columns:
         frame = frame[frame["status"] == "ok"]
     if frame.empty:
         raise InputError("results", "have no successful point to plot", show_value=False)
+    if kind == "line":
+        _one_row_per_x(frame, x, hue)
     plt = pyplot("plot", path)
     groups: list[tuple[Any, pd.DataFrame]] = list(frame.groupby(hue, sort=True)) if hue else [(None, frame)]
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)

@@ -24,8 +24,14 @@ from moesim.config.prefill import PolicyName, Prefetch, policy_options
 from moesim.config.profiles import load_profile, override_profile
 from moesim.config.specdecode import Selector
 from moesim.errors import InputError
+from moesim.sweep.check import check_policy_options, check_values, grid_size, policy_option_notes
 
-__all__ = ["WORKLOADS", "PrefillParams", "SpecDecodeParams", "Point", "Grid", "parse_grid", "load_grid"]
+__all__ = ["WORKLOADS", "PrefillParams", "SpecDecodeParams", "Point", "Grid", "GridTooLarge", "parse_grid", "load_grid",
+           "MAX_GRID_POINTS"]
+
+#: the most points a grid may expand to: each point costs ~20 us and ~1 KB to expand (2,000,000:
+#: ~40 s and ~2 GB before the first point runs), so a larger grid is refused before expanding
+MAX_GRID_POINTS = 2_000_000
 
 _TAKES = policy_options()
 
@@ -117,6 +123,20 @@ class Grid:
         """Input columns of the results, in grid order."""
         return list(self.fixed) + list(self.axes)
 
+    def ignored_options(self) -> list[str]:
+        """One line per policy option of the grid that some of its policies do not take (those
+        points run without it, as ``moesim prefill`` would refuse it): what the CLI prints once."""
+        return policy_option_notes(self.workload, self.fixed, self.axes)
+
+
+class GridTooLarge(InputError):
+    """The grid has more points than the caller accepts (``max_points``): the CLI adds an estimate
+    of the time and asks for ``--yes`` or ``--max-points``."""
+
+    def __init__(self, points: int, limit: int, workload: str, first: dict[str, Any], source: str) -> None:
+        self.points, self.limit, self.workload, self.first = points, limit, workload, first
+        super().__init__("grid", f"has {points:,} points, more than {limit:,}", show_value=False, source=source)
+
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -152,8 +172,12 @@ def _point_id(params: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def parse_grid(data: dict[str, Any], source: str = "grid") -> Grid:
-    """Validate grid data (a parsed TOML document) and expand it into points."""
+def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | None = None) -> Grid:
+    """Validate grid data (a parsed TOML document) and expand it into points.
+
+    Every value is checked before anything runs (:func:`moesim.sweep.check.check_values`); a grid
+    of over :data:`MAX_GRID_POINTS` points is refused before it is expanded, and one of over
+    ``max_points`` raises :class:`GridTooLarge`."""
     unknown = sorted(set(data) - {"fixed", "axes"})
     if unknown:
         raise InputError(unknown[0], "is not a known table (use [fixed] and [axes])", show_value=False, source=source)
@@ -186,6 +210,15 @@ def parse_grid(data: dict[str, Any], source: str = "grid") -> Grid:
     all_fixed = {**fixed, **fixed_over}
     all_axes: dict[str, list[Any]] = _flatten(data.get("axes", {}))
     _check_names(workload, all_fixed, all_axes, source)
+    check_policy_options(workload, all_fixed, all_axes, source)
+    check_values(workload, all_fixed, all_axes, source)
+    size = grid_size(all_axes)
+    if size > MAX_GRID_POINTS:
+        raise InputError("grid", f"has {size:,} points, more than the {MAX_GRID_POINTS:,} a sweep can expand "
+                         f"({' x '.join(str(len(v)) for v in all_axes.values())}); split it into several grids",
+                         show_value=False, source=source)
+    if max_points is not None and size > max_points:
+        raise GridTooLarge(size, max_points, workload, {**all_fixed, **{k: v[0] for k, v in all_axes.items()}}, source)
     names = list(all_axes)
     points = []
     for index, combo in enumerate(itertools.product(*all_axes.values())):
@@ -258,6 +291,6 @@ def _check_names(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]
                 raise InputError(key, f"is not a field of the {device} profile", show_value=False, source=source)
 
 
-def load_grid(path: str | Path) -> Grid:
-    """Read and validate a grid TOML file."""
-    return parse_grid(read_toml(Path(path)), source=str(path))
+def load_grid(path: str | Path, max_points: int | None = None) -> Grid:
+    """Read and validate a grid TOML file (``max_points``: see :func:`parse_grid`)."""
+    return parse_grid(read_toml(Path(path)), source=str(path), max_points=max_points)

@@ -11,14 +11,15 @@ from typing import Any
 
 from moesim._version import __version__
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
+from moesim.config.device import GPUServerProfile, MobileNPUProfile
 from moesim.config.loading import validate_data
 from moesim.config.prefill import PrefillRun, build_policy, policy_options
-from moesim.config.profiles import AnyProfile, load_profile, override_profile, profile_hash
+from moesim.config.profiles import AnyProfile, load_profile, load_profile_of, override_profile, profile_hash
 from moesim.config.specdecode import SpecDecodeRun, parse_predictor, parse_routing
 from moesim.errors import InputError
 from moesim.results import flatten_metrics
 
-__all__ = ["run_point"]
+__all__ = ["run_point", "build_run"]
 
 
 def _profile(device: str, overrides: dict[str, float]) -> AnyProfile:
@@ -26,26 +27,43 @@ def _profile(device: str, overrides: dict[str, float]) -> AnyProfile:
     return override_profile(profile, overrides) if overrides else profile
 
 
-def _prefill(params: dict[str, Any], overrides: dict[str, float]) -> dict[str, Any]:
-    from moesim.simulate.prefill import simulate_prefill
-
+def _prefill_run(params: dict[str, Any], overrides: dict[str, float]) -> PrefillRun:
     # a policy option of the grid applies to the policies that take it and is ignored by the others
     policy = build_policy(params.get("policy", "estream"), {k: params.get(k) for k in policy_options()}, strict=False)
     keys = ("model", "device", "tokens", "memory_budget_GiB", "trace", "seed")
     data: dict[str, Any] = {k: params[k] for k in keys if k in params}
-    run = validate_data(PrefillRun, {"model": DEFAULT_MODEL, "device": DEFAULT_PHONE_DEVICE, "tokens": 1024,
-                                     **data, "policy": policy, "overrides": overrides})
-    return simulate_prefill(run).to_dict()
+    return validate_data(PrefillRun, {"model": DEFAULT_MODEL, "device": DEFAULT_PHONE_DEVICE, "tokens": 1024,
+                                      **data, "policy": policy, "overrides": overrides})
 
 
-def _specdecode(params: dict[str, Any], overrides: dict[str, float]) -> dict[str, Any]:
-    from moesim.simulate.specdecode import simulate_specdecode
-
+def _specdecode_run(params: dict[str, Any], overrides: dict[str, float]) -> SpecDecodeRun:
     data = {k: v for k, v in params.items() if k not in ("predictor", "routing", "depth", "width")}
     data["predictor"] = parse_predictor(params.get("predictor", "oracle"))
     data["routing"] = parse_routing(params.get("routing", "mixture"))
     data["tree"] = {k: params[k] for k in ("depth", "width") if k in params}
-    run = validate_data(SpecDecodeRun, {**data, "overrides": overrides})
+    return validate_data(SpecDecodeRun, {**data, "overrides": overrides})
+
+
+def build_run(workload: str, params: dict[str, Any], overrides: dict[str, float]) -> PrefillRun | SpecDecodeRun:
+    """The validated run of one point (no simulation; its device profile is of the workload's kind):
+    what a point runs, and what the grid checks for every value before any point runs."""
+    if workload == "prefill":
+        run: PrefillRun | SpecDecodeRun = _prefill_run(params, overrides)
+        load_profile_of(_profile(run.device, overrides), MobileNPUProfile, "prefill")
+    else:
+        run = _specdecode_run(params, overrides)
+        load_profile_of(_profile(run.device, overrides), GPUServerProfile, "specdecode")
+    return run
+
+
+def _simulate(workload: str, params: dict[str, Any], overrides: dict[str, float]) -> dict[str, Any]:
+    run = build_run(workload, params, overrides)
+    if isinstance(run, PrefillRun):
+        from moesim.simulate.prefill import simulate_prefill
+
+        return simulate_prefill(run).to_dict()
+    from moesim.simulate.specdecode import simulate_specdecode
+
     return simulate_specdecode(run).to_dict()
 
 
@@ -59,8 +77,7 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
                            "point.id": task["id"]}
     wall0 = time.perf_counter()
     try:
-        simulate = _prefill if task["workload"] == "prefill" else _specdecode
-        metrics = simulate(plain, overrides)
+        metrics = _simulate(task["workload"], plain, overrides)
         row.update({"status": "ok", "error": None})
         row.update(flatten_metrics(metrics))
     except InputError as exc:

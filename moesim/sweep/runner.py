@@ -64,7 +64,8 @@ def _run_locked(grid: Grid, store: PartStore, workers: int | None, scheduler: An
     elif n_workers == 1 or len(tasks) <= 1:
         rows, executor = run_serial(tasks), "this process"
     else:
-        rows, executor = run_processes(tasks, min(n_workers, len(tasks))), f"{n_workers} local processes"
+        used = min(n_workers, len(tasks))     # no more processes than points
+        rows, executor = run_processes(tasks, used), f"{used} local processes"
     t0 = time.perf_counter()
     rows_gen: Generator[dict[str, Any], None, None] = rows
     ran = 0

@@ -45,8 +45,10 @@ def _option(command: str) -> st.SearchStrategy[list[str]]:
         "prefill": {"--memory-budget-gib": _FLOATS, "--group-size": _INTS, "--banks": _INTS, "--queue-depth": _INTS,
                     "--policy": st.sampled_from(["estream", "naive", "cpu", "warp"]), "--timeline": _PATHS,
                     "--prefetch": st.sampled_from(["non-ffn", "on-demand", "later"])},
-        "compare": {"--memory-budget-gib": _FLOATS, "--policies": st.sampled_from(["estream,naive", "", "x,naive"]),
-                    "--baseline": st.sampled_from(["naive", "resident", "x"]), "--plot": _PATHS},
+        "compare": {"--memory-budget-gib": st.one_of(_FLOATS, st.sampled_from(["0.1", "0.55"])),
+                    "--policies": st.sampled_from(["estream,naive", "", "x,naive", "estream,cpu", "naive"]),
+                    "--baseline": st.sampled_from(["naive", "resident", "x"]), "--plot": _PATHS,
+                    "--tokens": st.one_of(_INTS, st.sampled_from(["64,,128", "64,64", ",64", "64,"]))},
         "autoconfig": {"--memory-budget-gib": _FLOATS, "--plot": _PATHS},
         "decode": {"--cache-gib": _FLOATS, "--context": _INTS, "--gamma": _INTS, "--queue-depth": _INTS,
                    "--cache-policy": st.sampled_from(["lru", "lfu", "pinned", "resident", "mmap", "none", "x"]),
@@ -86,9 +88,9 @@ def command_lines(draw: st.DrawFn) -> list[str]:
 
 
 def _ends_cleanly(args: list[str], capsys: pytest.CaptureFixture[str], files: dict[str, str] | None = None,
-                  after: Callable[[int, Path], None] | None = None) -> None:
+                  after: Callable[[int, Path, str], None] | None = None) -> None:
     """Run ``moesim ARGS`` in a fresh folder (``{tmp}`` in an argument names it; ``files`` are
-    written there first) and check how it ended; ``after(code, folder)`` checks more."""
+    written there first) and check how it ended; ``after(code, folder, stdout)`` checks more."""
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for name, text in (files or {}).items():
@@ -96,9 +98,10 @@ def _ends_cleanly(args: list[str], capsys: pytest.CaptureFixture[str], files: di
         args = [a.replace("{tmp}", d) for a in args]
         capsys.readouterr()
         code = main(args)
-        _check(code, capsys.readouterr().err, args, tmp)
+        out, err = capsys.readouterr()
+        _check(code, err, args, tmp)
         if after is not None:
-            after(code, tmp)
+            after(code, tmp, out)
 
 
 def _check(code: int, err: str, args: list[str], tmp: Path) -> None:
@@ -114,7 +117,13 @@ def _check(code: int, err: str, args: list[str], tmp: Path) -> None:
 @CLI_SETTINGS
 @given(args=command_lines())
 def test_fuzzed_command_lines_end_cleanly(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    _ends_cleanly(args, capsys)
+    def some_row_ran(code: int, tmp: Path, out: str) -> None:
+        """compare exits 0 only when a row ran (a table of "cannot run" rows is exit 2)."""
+        if args[0] == "compare" and code == 0 and "--json" not in args:
+            rows = out.splitlines()[3:]
+            assert any("cannot run" not in row for row in rows), f"{args}: exit 0 and no row ran"
+
+    _ends_cleanly(args, capsys, after=some_row_ran)
 
 
 _NUMBER = re.compile(r"^([a-z_0-9A-Z]+) = (-?[0-9.eE+]+)$", re.M)
@@ -147,8 +156,13 @@ _AXIS_VALUES: dict[str, Callable[[], st.SearchStrategy[object]]] = {
     "policy": lambda: st.sampled_from(["naive", "resident", "warp", 3]),
     "ufs.effective_read_bw_GBps": lambda: st.one_of(st.floats(-1.0, 6.0, allow_nan=False), st.just("fast")),
     "banks": lambda: st.integers(-2, 6),
-    "memory_budget_GiB": lambda: st.one_of(st.floats(0.1, 20.0), st.just(-1.0)),
+    "memory_budget_GiB": lambda: st.one_of(st.floats(0.1, 20.0), st.sampled_from([-1.0, math.inf, math.nan, 1e9])),
+    "device": lambda: st.sampled_from(["sd8-elite-gen5", "h200x8-hf", "nope"]),
+    "trace": lambda: st.sampled_from(["no-such.parquet", "/tmp"]),
 }
+#: values no point of a prefill grid can run with: the grid must be refused before any point runs
+_NONSENSE = {"memory_budget_GiB": lambda v: not (isinstance(v, float) and 0 < v <= 1e6),
+             "device": lambda v: v != "sd8-elite-gen5", "trace": lambda v: True}
 
 
 def _toml(value: object) -> str:
@@ -157,32 +171,41 @@ def _toml(value: object) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, float) and not math.isfinite(value):
-        return "nan"
+        return "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
     return repr(value)
 
 
 @st.composite
-def grids(draw: st.DrawFn) -> str:
+def grids(draw: st.DrawFn) -> tuple[str, bool]:
+    """A prefill grid, and whether it holds a value that no point can run with."""
     names = draw(st.lists(st.sampled_from(sorted(_AXIS_VALUES)), min_size=1, max_size=3, unique=True))
     lines = ["[fixed]", 'workload = "prefill"', 'model = "olmoe-1b-7b"']
     if "tokens" not in names:
         lines.append("tokens = 64")
     lines.append("[axes]")
+    nonsense = False
     for name in names:
         values = draw(st.lists(_AXIS_VALUES[name](), min_size=0, max_size=2))
+        nonsense |= any(_NONSENSE.get(name, lambda v: False)(v) for v in values)
         lines.append(f"{name} = [{', '.join(_toml(v) for v in values)}]")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", nonsense
+
+
+def _refused_if_nonsense(nonsense: bool) -> Callable[[int, Path, str], None]:
+    def check(code: int, tmp: Path, out: str) -> None:
+        if code == 0:
+            assert (tmp / "out.parquet").stat().st_mode & 0o777 == 0o644
+        if nonsense:
+            assert code == 2 and not (tmp / "out.parquet").exists(), f"a nonsense grid ran: {out}"
+    return check
 
 
 @CLI_SETTINGS
-@given(text=grids())
-def test_fuzzed_grids_end_cleanly(text: str, capsys: pytest.CaptureFixture[str]) -> None:
-    def output_is_0644(code: int, tmp: Path) -> None:
-        if code == 0:
-            assert (tmp / "out.parquet").stat().st_mode & 0o777 == 0o644
-
+@given(grid=grids())
+def test_fuzzed_grids_end_cleanly(grid: tuple[str, bool], capsys: pytest.CaptureFixture[str]) -> None:
+    text, nonsense = grid
     _ends_cleanly(["sweep", "{tmp}/grid.toml", "-o", "{tmp}/out.parquet", "--workers", "1", "--quiet"], capsys,
-                  files={"grid.toml": text}, after=output_is_0644)
+                  files={"grid.toml": text}, after=_refused_if_nonsense(nonsense))
 
 
 # ----- outputs that are not regular files (issue 23) ---------------------------------------------
@@ -275,3 +298,34 @@ def test_fuzzed_sweeps_on_a_locked_output_are_refused(resume: bool, workers: str
             assert tokens != "16" or f"another moesim sweep (pid {os.getpid()} on " in err, err
             assert sorted(p.name for p in folder.iterdir()) == ["grid.toml", "out.parquet.lock"]
         assert sorted(p.name for p in folder.iterdir()) == ["grid.toml"]
+
+
+_SPEC_VALUES: dict[str, tuple[list[object], Callable[[object], bool]]] = {
+    "predictor": (["oracle", "accuracy:0.9", "accuracy:7", "accuracy:-1", "learned:x", "warp"],
+                  lambda v: v not in ("oracle", "accuracy:0.9")),
+    "routing": (["mixture", "nearby:4", "warp", "nearby:x", "mixture:0.5"], lambda v: v in ("warp", "nearby:x")),
+    "epsilon": ([1.0, 0.5, math.inf, math.nan, -1.0, 0.0], lambda v: not (isinstance(v, float) and 0 < v < math.inf)),
+    "device": (["h200x8-hf", "sd8-elite-gen5"], lambda v: v != "h200x8-hf"),
+}
+
+
+@st.composite
+def specdecode_grids(draw: st.DrawFn) -> tuple[str, bool]:
+    """A speculative-decoding grid (one pass, so that a valid one runs fast), and whether it holds
+    a value that no point can run with."""
+    names = draw(st.lists(st.sampled_from(sorted(_SPEC_VALUES)), min_size=1, max_size=2, unique=True))
+    lines, nonsense = ["[fixed]", 'workload = "specdecode"', "passes = 1", "[axes]"], False
+    for name in names:
+        choices, bad = _SPEC_VALUES[name]
+        values = draw(st.lists(st.sampled_from(choices), min_size=1, max_size=2, unique=True))
+        nonsense |= any(bad(v) for v in values)
+        lines.append(f"{name} = [{', '.join(_toml(v) for v in values)}]")
+    return "\n".join(lines) + "\n", nonsense
+
+
+@settings(CLI_SETTINGS, max_examples=min(20, CLI_SETTINGS.max_examples or 20))
+@given(grid=specdecode_grids())
+def test_fuzzed_specdecode_grids_end_cleanly(grid: tuple[str, bool], capsys: pytest.CaptureFixture[str]) -> None:
+    text, nonsense = grid
+    _ends_cleanly(["sweep", "{tmp}/grid.toml", "-o", "{tmp}/out.parquet", "--workers", "1", "--quiet"], capsys,
+                  files={"grid.toml": text}, after=_refused_if_nonsense(nonsense))

@@ -109,12 +109,108 @@ def _grid(tmp_path: Path, axes: str, fixed: str = 'workload = "prefill"\nmodel =
 @pytest.mark.parametrize(("axes", "message"), [
     ("tokens = [true]", "axes.tokens[0] must be a number or a name, not a boolean"),
     ("tokens = [64, 64]", "axes.tokens must not list a value twice"),
-    ("ufs.effective_read_bw_GBps = [1.0, 9.0]", "has device overrides that make an invalid profile"),
+    ("ufs.effective_read_bw_GBps = [1.0, 9.0]",
+     "axes.ufs.effective_read_bw_GBps[1] = 9.0 cannot run any point: sd8-elite-gen5 with overrides: "
+     "ufs.effective_read_bw_GBps must be <= peak_read_bw_GBps"),
+    # each value valid alone, invalid together: still refused before any point runs
+    ("ufs.effective_read_bw_GBps = [2.0, 4.0]\nufs.peak_read_bw_GBps = [4.3, 3.0]",
+     "has device overrides that make an invalid profile"),
+    ("memory_budget_GiB = [2.0, inf]", "axes.memory_budget_GiB[1] = inf cannot run any point: memory_budget_GiB must "
+     "be a finite number"),
+    ("memory_budget_GiB = [nan]", "axes.memory_budget_GiB[0] must be greater than 0, got nan"),
+    ("memory_budget_GiB = [-1.0]", "axes.memory_budget_GiB[0] must be greater than 0"),
+    ("memory_budget_GiB = [1e9]", "axes.memory_budget_GiB[0] = 1000000000.0 cannot run any point: memory_budget_GiB "
+     "must be less than or equal to 1000000"),
+    ("device = [\"sd8-elite-gen5\", \"h200x8-hf\"]", "axes.device[1] = 'h200x8-hf' cannot run any point: device "
+     "must be a mobile-npu profile for prefill"),
+    ("trace = [\"no-such.parquet\"]", "axes.trace[0] = 'no-such.parquet' cannot run any point: trace must name an "
+     "existing trace file"),
+    ("tokens = [64, 1099511627776]", "axes.tokens[1] = 1099511627776 cannot run any point"),
 ])
 def test_bad_grids_fail_before_any_point_runs(run_cli, tmp_path: Path, axes: str, message: str) -> None:  # type: ignore[no-untyped-def]
     res = run_cli("sweep", str(_grid(tmp_path, axes)), "-o", str(tmp_path / "out.parquet"), "--workers", "1")
     assert res.code == 2 and message in res.err, res.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml"]     # no parts, no output
+
+
+@pytest.mark.parametrize(("fixed", "axes", "message"), [
+    ("device = \"sd8-elite-gen5\"", "", "fixed.device = 'sd8-elite-gen5' cannot run any point: device must be a "
+     "gpu-server profile for specdecode"),
+    ("", "predictor = [\"oracle\", \"accuracy:7\"]", "axes.predictor[1] = 'accuracy:7' cannot run any point: "
+     "predictor must be oracle, learned[:FOLDS] or accuracy:P (0 <= P <= 1)"),
+    ("routing = \"warp\"", "", "fixed.routing = 'warp' cannot run any point: draft-routing must be mixture"),
+    ("", "epsilon = [1.0, inf]", "axes.epsilon[1] = inf cannot run any point: epsilon must be a finite number"),
+])
+def test_bad_specdecode_grids_fail_before_any_point_runs(run_cli, tmp_path: Path, fixed: str, axes: str,  # type: ignore[no-untyped-def]
+                                                         message: str) -> None:
+    grid = _grid(tmp_path, axes, f'workload = "specdecode"\n{fixed}\n')
+    res = run_cli("sweep", str(grid), "-o", str(tmp_path / "out.parquet"), "--workers", "1")
+    assert res.code == 2 and message in res.err and "grid.toml: " in res.err, res.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml"]
+
+
+def test_a_huge_grid_is_refused_with_its_size_and_an_estimate(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    axes = "tokens = [64, 128]\nseed = [" + ", ".join(str(i) for i in range(6000)) + "]"
+    grid = str(_grid(tmp_path, axes, 'workload = "prefill"\nmodel = "olmoe-1b-7b"\npolicy = "resident"\n'))
+    res = run_cli("sweep", grid, "-o", str(tmp_path / "out.parquet"), "--workers", "2")
+    assert res.code == 2 and "has 12,000 points, more than 10,000 (about " in res.err, res.err
+    assert "on 2 workers at the " in res.err and "rerun with --yes, or --max-points 12000" in res.err
+    res = run_cli("sweep", grid, "-o", str(tmp_path / "out.parquet"), "--max-points", "100")
+    assert res.code == 2 and "more than 100 (" in res.err
+    res = run_cli("sweep", grid, "-o", str(tmp_path / "out.parquet"), "--max-points", "100", "--yes")
+    assert res.code == 2 and "--yes excludes --max-points" in res.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml"]
+
+
+def test_a_grid_too_big_to_expand_is_refused_before_expanding(tmp_path: Path) -> None:
+    from moesim.sweep import parse_grid
+
+    axes = {"tokens": list(range(1, 2001)), "seed": list(range(1001))}     # 2,002,000 points
+    with pytest.raises(InputError, match=r"has 2,002,000 points, more than the 2,000,000 a sweep can expand "
+                                         r"\(2000 x 1001\); split it"):
+        parse_grid({"fixed": {"workload": "prefill"}, "axes": axes})
+
+
+def test_a_sweep_where_no_point_runs_exits_2(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    grid = _grid(tmp_path, "tokens = [64, 128]", 'workload = "prefill"\nmodel = "olmoe-1b-7b"\n'
+                 'memory_budget_GiB = 0.1\n')
+    res = run_cli("sweep", str(grid), "-o", str(tmp_path / "out.parquet"), "--workers", "1", "--quiet")
+    assert res.code == 2, res.err
+    assert "no point of the grid ran: memory_budget_GiB must be >= " in res.err
+    assert "(1 of 2 points, 1 other reasons); see " in res.err and (tmp_path / "out.parquet").is_file()
+    res = run_cli("sweep", str(grid), "-o", str(tmp_path / "out2.parquet"), "--workers", "1", "--json")
+    assert res.code == 2 and '"ok": 0' in res.out and "no point of the grid ran" in res.err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["trace", "synth", "--model", "flame-moe-290m", "--tokens", "64", "--segment-tokens", "0"],
+     "--segment-tokens must be an integer >= 1 (tokens per synthetic request), got 0"),
+    (["trace", "synth", "--model", "flame-moe-290m", "--tokens", "64", "--segment-tokens", "-5"],
+     "--segment-tokens must be an integer >= 1 (tokens per synthetic request), got -5"),
+    (["trace", "synth", "--model", "flame-moe-290m", "--tokens", "64", "--segment-tokens", "100", "--fit", "x.parquet"],
+     "--fit excludes the statistics options (the fit takes them from the trace), got ['--segment-tokens']"),
+    (["specdecode", "--epsilon", "inf", "--passes", "1"], "epsilon must be a finite number, got inf"),
+    (["specdecode", "--gamma-sweep", "2,,4", "--passes", "1"], "--gamma-sweep must be comma-separated integers >= 1 "
+                                                              "(element 2 is empty)"),
+])
+def test_options_that_were_dropped_or_clamped_are_refused(run_cli, tmp_path: Path, args: list[str],  # type: ignore[no-untyped-def]
+                                                          message: str) -> None:
+    res = run_cli(*args, "-o", str(tmp_path / "t.parquet")) if args[0] == "trace" else run_cli(*args)
+    assert res.code == 2 and message in res.err and len(res.err.splitlines()) == 1, res.err
+    assert not (tmp_path / "t.parquet").exists()
+
+
+def test_segment_tokens_without_statistics_is_applied(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    res = run_cli("trace", "synth", "--model", "flame-moe-290m", "--tokens", "300", "--segment-tokens", "150",
+                  "--json", "-o", str(tmp_path / "t.parquet"))
+    assert res.code == 0, res.err
+    from moesim.traces import read_trace
+
+    t = read_trace(tmp_path / "t.parquet")
+    assert json.loads(res.out)["synth"]["fitted_to"] == "user statistics"
+    assert t.segment_bounds() == [(0, 150), (150, 300)]       # the default statistics' 400 would be one segment
 
 
 def test_sweep_refuses_to_overwrite_another_grids_results(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

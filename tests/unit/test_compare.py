@@ -59,3 +59,44 @@ def test_compare_python_api_matches_prefill() -> None:
     run = PrefillRun.model_validate({"model": "olmoe-1b-7b", "device": "sd8-elite-gen5", "tokens": 64,
                                      "policy": {"kind": "naive"}})
     assert rows[0]["ttft_s"] == simulate_prefill(run).ttft_s
+
+
+def test_compare_defaults_the_baseline_to_resident_or_the_first_policy(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("compare", "--tokens", "64", "--policies", "estream,naive", "--json")
+    assert res.code == 0, res.err
+    out = json.loads(res.out)
+    assert out["baseline"] == "estream" and out["rows"][0]["speedup"] == 1.0
+    res = run_cli("compare", "--tokens", "64", "--policies", "naive,resident", "--json")
+    assert res.code == 0 and json.loads(res.out)["baseline"] == "resident"
+
+
+def test_compare_refuses_what_no_policy_can_use_before_any_row_runs(run_cli) -> None:  # type: ignore[no-untyped-def]
+    for args, message in [(("--device", "h200x8-hf"), "device must be a mobile-npu profile for prefill"),
+                          (("--set", "foo.bar=3"), "overrides (--set) must name SECTION.FIELD of the profile"),
+                          (("--set", "ufs.effective_read_bw_GBps=-1"), "ufs.effective_read_bw_GBps must be greater"),
+                          (("--memory-budget-gib", "inf"), "must be a finite number"),
+                          (("--model", "no-such-model"), "no-such-model"),
+                          (("--tokens", "64,,128"), "--tokens must be comma-separated integers >= 1 (element 2 is "
+                                                    "empty)"),
+                          (("--tokens", "64,64"), "--tokens must not list a value twice")]:
+        res = run_cli("compare", "--tokens", "64", "--policies", "estream,naive", *args)
+        assert res.code == 2 and message in res.err and res.out == "", (args, res.err)
+        assert len(res.err.splitlines()) == 1 and "cannot run" not in res.err
+
+
+def test_compare_exits_2_when_no_row_can_run(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("compare", "--tokens", "64,128", "--policies", "estream,naive,resident", "--memory-budget-gib",
+                  "0.1")
+    assert res.code == 2 and res.out == "", res.err
+    assert res.err.startswith("moesim: error: no policy can run: memory_budget_GiB must be >= ")
+    assert "GiB for one to fit (naive at 64 tokens)" in res.err and len(res.err.splitlines()) == 1
+
+
+def test_global_failure_lists_each_distinct_reason_once() -> None:
+    from moesim.report.compare import global_failure
+
+    rows = [{"policy": p, "tokens": n, "error": f"x must be y (because {n}), got {n}"} for n in (1, 2)
+            for p in ("estream", "naive")]
+    assert global_failure(rows) == "no policy can run: x must be y, got 1 (estream, naive); x must be y, got 2 " \
+                                   "(estream, naive)"
+    assert global_failure([*rows, {"policy": "cpu", "tokens": 1, "error": None}]) is None

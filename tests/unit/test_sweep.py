@@ -293,3 +293,63 @@ def test_dask_sweep_survives_a_killed_worker(grid_file: Callable[..., Path], tmp
         pd.testing.assert_frame_equal(_content(tmp_path / "serial.parquet"), _content(out))
     finally:
         _stop(procs)
+
+
+def test_plot_refuses_a_text_y_and_a_column_named_twice(tmp_path: Path, run_cli: Callable[..., object],
+                                                        serial: Path) -> None:
+    png = tmp_path / "p.png"
+    res = run_cli("plot", str(serial), "--x", "tokens", "--y", "model", "-o", str(png))
+    assert res.code == 2 and "--y must name a numeric column; 'model' holds " in res.err, res.err  # type: ignore[attr-defined]
+    assert "(numeric: tokens, " in res.err and "ttft_s" in res.err  # type: ignore[attr-defined]
+    res = run_cli("plot", str(serial), "--kind", "tradeoff", "--x", "policy", "-o", str(png))
+    assert res.code == 2 and "--x must name a numeric column" in res.err  # type: ignore[attr-defined]
+    res = run_cli("plot", str(serial), "--x", "tokens", "--where", "model=olmoe-1b-7b", "--where",
+                  "model=flame-moe-290m", "-o", str(png))
+    assert res.code == 2 and "--where must name a column once (model=olmoe-1b-7b and model=flame-moe" in res.err  # type: ignore[attr-defined]
+    assert not png.exists()
+
+
+def test_a_grid_checks_each_value_once_not_each_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    import moesim.sweep.check as check
+
+    seen: list[dict[str, object]] = []
+    monkeypatch.setattr(check, "_check_one", lambda workload, params: seen.append(dict(params)))
+    axes = {"tokens": [64, 128, 256], "seed": [0, 1, 2, 3], "policy": ["estream", "resident"]}
+    grid = parse_grid({"fixed": {"workload": "prefill", "model": "olmoe-1b-7b"}, "axes": axes})
+    assert len(grid.points) == 24 and len(seen) == 1 + 2 + 3 + 1
+    assert seen[0] == {"model": "olmoe-1b-7b", "tokens": 64, "seed": 0, "policy": "estream"}
+    assert {"model": "olmoe-1b-7b", "tokens": 64, "seed": 0, "policy": "resident"} in seen
+
+
+def test_a_grid_over_max_points_is_refused_before_it_expands() -> None:
+    from moesim.sweep.grid import GridTooLarge
+
+    data = {"fixed": {"workload": "prefill", "model": "olmoe-1b-7b"},
+            "axes": {"tokens": [64, 128, 256], "seed": [0, 1, 2]}}
+    assert len(parse_grid(data, max_points=9).points) == 9
+    with pytest.raises(GridTooLarge, match="grid: grid has 9 points, more than 8") as info:
+        parse_grid(data, max_points=8)
+    assert info.value.points == 9 and info.value.first == {"model": "olmoe-1b-7b", "tokens": 64, "seed": 0}
+
+
+def test_a_line_plot_refuses_to_zigzag_between_points(tmp_path: Path, run_cli: Callable[..., object],
+                                                      serial: Path) -> None:
+    png = tmp_path / "p.png"
+    res = run_cli("plot", str(serial), "--x", "tokens", "--hue", "policy", "-o", str(png))
+    assert res.code == 2, res.err  # type: ignore[attr-defined]
+    assert ("--x must have one row per line and x value; 4 rows have policy=estream, tokens=64 (keep one with --where "
+            "on model, ufs.effective_read_bw_GBps)") in res.err  # type: ignore[attr-defined]
+    assert not png.exists()
+
+
+def test_a_policy_option_is_said_once_or_refused_when_no_policy_takes_it(
+        grid_file: Callable[..., Path], run_cli: Callable[..., object], tmp_path: Path) -> None:
+    base = '[fixed]\nworkload = "prefill"\nmodel = "flame-moe-290m"\ntokens = 64\n'
+    mixed = grid_file(base + '[axes]\npolicy = ["naive", "resident"]\ngroup_size = [1, 2]\n')
+    assert load_grid(mixed).ignored_options() == [
+        "group_size applies to policy estream, naive; the points of policy resident run without it"]
+    res = run_cli("sweep", str(grid_file(base.replace("tokens = 64", 'policy = "resident"') + "[axes]\n"
+                                         "tokens = [64]\nbanks = [2, 4]\n", "none.toml")),
+                  "-o", str(tmp_path / "r.parquet"))
+    assert res.code == 2 and "axes.banks applies to policy estream, and no policy of the grid takes it, got " \
+                              "'resident'" in res.err, res.err  # type: ignore[attr-defined]

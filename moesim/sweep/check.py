@@ -1,0 +1,146 @@
+"""Grid-wide checks, before any point runs: every value of every axis builds a valid run.
+
+A value that no point could run with (an ``inf`` budget, a GPU profile in a prefill grid, a
+predictor ``accuracy:7``, an unknown routing, a trace file that is not there) would write an
+error row into every point that has it: it is refused instead, with the grid file, the axis
+(or ``fixed``) and the value. Each value is checked once, with the other parameters at their
+first value, so the check costs one run configuration per value, not per point; what only
+a combination makes impossible (a budget below one model's minimum) stays a row of the table.
+
+How big a grid is and how long it would take are here too: :func:`grid_size` counts the
+points without expanding them; :func:`estimate_s` times one point.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from moesim.config.prefill import policy_options
+from moesim.errors import InputError, format_value
+
+__all__ = ["grid_size", "check_values", "check_policy_options", "policy_option_notes", "estimate_s", "describe_s"]
+
+#: error fields (as the run's checks name them) that are spelled otherwise in a grid
+_ALIASES = {"draft_routing": "routing", "overrides": None}
+
+
+def grid_size(axes: dict[str, list[Any]]) -> int:
+    """The number of points: the product of the axes' lengths (1 for a grid without axes).
+
+    >>> grid_size({"model": ["a", "b"], "tokens": [1, 2, 3]})
+    6
+    """
+    return math.prod(len(v) for v in axes.values())
+
+
+def _split(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+    return ({k: v for k, v in params.items() if "." not in k},
+            {k: float(v) for k, v in params.items() if "." in k})
+
+
+def _where(name: str | None, fixed: dict[str, Any], axes: dict[str, list[Any]], params: dict[str, Any],
+           varied: str | None) -> tuple[str, Any]:
+    """The grid entry to blame: the parameter the error names, else the one being varied."""
+    for candidate in (name, varied):
+        if candidate in axes:
+            values = axes[candidate]
+            i = next(i for i, v in enumerate(values) if v == params[candidate])
+            return f"axes.{candidate}[{i}]", values[i]
+        if candidate in fixed:
+            return f"fixed.{candidate}", fixed[candidate]
+    return "fixed", None
+
+
+def _field_name(field: str) -> str | None:
+    name = field.lstrip("-").replace("-", "_").split(".")[0].split("[")[0]
+    return _ALIASES.get(name, name)
+
+
+def _check_one(workload: str, params: dict[str, Any]) -> None:
+    from moesim.sweep.run_point import build_run
+
+    trace = params.get("trace")
+    if trace is not None and not Path(str(trace)).is_file():
+        raise InputError("trace", "must name an existing trace file (.parquet)", trace)
+    plain, overrides = _split(params)
+    build_run(workload, plain, overrides)
+
+
+def check_values(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
+    """Refuse the grid if a fixed value, or any one value of an axis, cannot make a valid run."""
+    base = {**fixed, **{name: values[0] for name, values in axes.items()}}
+    trials: list[tuple[str | None, dict[str, Any]]] = [(None, base)]
+    trials += [(name, {**base, name: value}) for name, values in axes.items() for value in values[1:]]
+    for varied, params in trials:
+        try:
+            _check_one(workload, params)
+        except InputError as exc:
+            where, value = _where(_field_name(exc.field), fixed, axes, params, varied)
+            shown = "" if where == "fixed" else f" = {format_value(value)}"
+            raise InputError(f"{where}{shown}", f"cannot run any point: {exc}", show_value=False,
+                             source=source) from None
+
+
+def _policies(fixed: dict[str, Any], axes: dict[str, list[Any]]) -> list[str]:
+    return [str(p) for p in axes.get("policy", [fixed.get("policy", "estream")])]
+
+
+def _option_users(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]) -> dict[str, list[str]]:
+    """Each policy option the grid sets -> the policies of the grid that take it."""
+    if workload != "prefill":
+        return {}
+    policies = _policies(fixed, axes)
+    return {option: [p for p in policies if p in kinds] for option, kinds in policy_options().items()
+            if option in fixed or option in axes}
+
+
+def check_policy_options(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
+    """A policy option that no policy of the grid takes would be dropped from every point (an
+    axis of it would run the same point several times): refused."""
+    takes = policy_options()
+    for option, users in _option_users(workload, fixed, axes).items():
+        if not users:
+            where = f"axes.{option}" if option in axes else f"fixed.{option}"
+            raise InputError(where, f"applies to policy {', '.join(sorted(takes[option]))}, and no policy of the "
+                             "grid takes it", ", ".join(_policies(fixed, axes)), source=source)
+
+
+def policy_option_notes(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]) -> list[str]:
+    """One line per policy option that some policies of the grid do not take (their points run
+    without it: the documented rule, said once)."""
+    takes, notes = policy_options(), []
+    for option, users in _option_users(workload, fixed, axes).items():
+        skip = [p for p in _policies(fixed, axes) if p not in users]
+        if skip:
+            notes.append(f"{option} applies to policy {', '.join(sorted(takes[option]))}; the points of policy "
+                         f"{', '.join(skip)} run without it")
+    return notes
+
+
+def estimate_s(workload: str, params: dict[str, Any]) -> float:
+    """Seconds one point takes here, timed on ``params`` (a point whose inputs make it impossible
+    ends early, so the estimate errs low for such a point and high when the first run also
+    loads the routing that the others reuse)."""
+    from moesim.sweep.run_point import run_point
+
+    t0 = time.perf_counter()
+    run_point({"workload": workload, "index": 0, "id": "estimate", "params": dict(params)})
+    return time.perf_counter() - t0
+
+
+def describe_s(seconds: float) -> str:
+    """``90`` -> ``'1.5 min'``: a duration in the unit that reads best.
+
+    >>> describe_s(42), describe_s(5400), describe_s(3 * 86400)
+    ('42 s', '1.5 h', '3.0 days')
+    """
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
 from moesim.cli.prefill_cmd import parse_overrides
@@ -23,7 +24,52 @@ from moesim.files import write_json_atomic
 from moesim.results import DecodeMetrics
 from moesim.simulate.decode import simulate_decode
 
-__all__ = ["decode", "show_decode", "decode_run_data"]
+__all__ = ["decode", "show_decode", "decode_run_data", "check_ignored_options"]
+
+#: options that only speculation reads
+_SPEC_ONLY = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature")
+#: options that --autoconfig chooses itself
+_CHOSEN = ("cache_GiB", "prefetch", "spec", "gamma")
+
+
+def _flag(name: str) -> str:
+    return {"cache_GiB": "--cache-gib"}.get(name, "--" + name.replace("_", "-"))
+
+
+def check_ignored_options(given: set[str], values: dict[str, Any]) -> None:
+    """Refuse an option the combination would ignore (``given``: the options the user set).
+
+    >>> check_ignored_options({"gamma"}, {"gamma": 4, "spec": "none", "autoconfig": False})
+    Traceback (most recent call last):
+    ...
+    moesim.errors.InputError: --gamma applies to speculative decoding only (it needs --spec confidence, ecospec or cache-aware), got 4
+    """
+    v = values
+    if v.get("autoconfig"):
+        for name in _CHOSEN:
+            if name in given:
+                raise InputError(_flag(name), "is chosen by --autoconfig (it searches cache size, prefetch and "
+                                 "speculation; --cache-policy restricts its cache policies): leave it out",
+                                 v.get(name))
+        return
+    for name in ("depth", "width"):
+        if name in given and not 1 <= v.get(name, 1) <= 8:
+            raise InputError(_flag(name), "must be an integer in 1..8 (draft-tree " +
+                             ("steps)" if name == "depth" else "tokens kept per step)"), v.get(name))
+    for name in _SPEC_ONLY:
+        if name in given and v.get("spec") == "none":
+            raise InputError(_flag(name), "applies to speculative decoding only (it needs --spec confidence, "
+                             "ecospec or cache-aware)", v.get(name))
+    if "predictor" in given and v.get("prefetch") == "none" and v.get("spec") not in ("ecospec", "cache-aware"):
+        raise InputError("--predictor", f"is read only by --prefetch next-layer and by --spec ecospec or cache-aware "
+                         f"(here prefetch {v.get('prefetch')}, spec {v.get('spec')})", v.get("predictor"))
+    for name in ("pinned_by", "pinned_share"):
+        if name in given and v.get("cache_policy") != "pinned":
+            raise InputError(_flag(name), f"applies to --cache-policy pinned only (here {v.get('cache_policy')})",
+                             v.get(name))
+    if "read_grouping" in given and v.get("read_group_size", 1) <= 1:
+        raise InputError("--read-grouping", "needs --read-group-size > 1 (one expert a read forms no groups)",
+                         v.get("read_grouping"))
 
 
 def decode_run_data(**opts: Any) -> dict[str, Any]:
@@ -35,7 +81,8 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
     if opts.get("draft_routing") is not None:
         data["routing"] = parse_routing(opts["draft_routing"])
     if opts.get("depth") is not None or opts.get("width") is not None:
-        data["tree"] = {"depth": opts.get("depth") or 3, "width": opts.get("width") or 2}
+        data["tree"] = {"depth": 3 if opts.get("depth") is None else opts["depth"],
+                        "width": 2 if opts.get("width") is None else opts["width"]}
     if opts.get("draft_mu") is not None:
         data["draft"] = {"top1_logit_mean": opts["draft_mu"]}
     if opts.get("overrides"):
@@ -102,6 +149,15 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
            overrides: tuple[str, ...], timeline: str | None, memory_budget_gib: float | None, autoconfig: bool,
            check: bool, as_json: bool) -> None:
     """Simulate decode on a phone: an expert cache in DRAM, misses read from UFS, optional speculation."""
+    source = click.get_current_context().get_parameter_source
+    params = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature", "predictor", "pinned_by",
+              "pinned_share", "read_grouping", "cache_GiB", "prefetch", "spec")
+    check_ignored_options({p for p in params if source(p) not in (ParameterSource.DEFAULT, None)},
+                          {"gamma": gamma, "depth": depth, "width": width, "draft_routing": draft_routing,
+                           "draft_mu": draft_mu, "temperature": temperature, "predictor": predictor,
+                           "pinned_by": pinned_by, "pinned_share": pinned_share, "read_grouping": read_grouping,
+                           "read_group_size": read_group_size, "cache_GiB": cache_GiB, "prefetch": prefetch,
+                           "spec": spec, "cache_policy": cache_policy, "autoconfig": autoconfig})
     run = validate_data(DecodeRun, decode_run_data(
         model=model, device=device, tokens=tokens, context=context, cache_GiB=cache_GiB, cache_policy=cache_policy,
         pinned_by=pinned_by, pinned_share=pinned_share, prefetch=prefetch, expert_format=expert_format,

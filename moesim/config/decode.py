@@ -107,6 +107,11 @@ class DecodeRun(Frozen):
                              f"{self.tree.width} draft tree, got {self.gamma}")
         if self.cache_policy == "resident" and self.cache_GiB is not None:
             raise ValueError("cache_GiB must be unset with cache_policy 'resident' (every expert is in DRAM)")
+        if self.cache_policy == "none" and self.cache_GiB is not None:
+            raise ValueError("cache_GiB must be unset with cache_policy 'none' (no expert is cached)")
+        if self.prefetch != "none" and self.cache_policy in ("none", "resident"):
+            raise ValueError(f"prefetch {self.prefetch!r} needs an expert cache to read into (lru, lfu, pinned or "
+                             f"mmap), got cache_policy {self.cache_policy!r}")
         if self.read_group_size > 1 and self.cache_policy in ("mmap", "none", "resident"):
             raise ValueError(f"read_group_size > 1 needs an expert cache to hold the group (lru, lfu or pinned), "
                              f"got cache_policy {self.cache_policy!r}")

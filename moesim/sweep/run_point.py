@@ -42,7 +42,7 @@ def _specdecode(params: dict[str, Any], overrides: dict[str, float]) -> dict[str
     from moesim.simulate.specdecode import simulate_specdecode
 
     data = {k: v for k, v in params.items() if k not in ("predictor", "routing", "depth", "width")}
-    data["predictor"] = parse_predictor(params.get("predictor", "oracle"))
+    data["predictor"] = None if params.get("predictor") is None else parse_predictor(params["predictor"])
     data["routing"] = parse_routing(params.get("routing", "mixture"))
     data["tree"] = {k: params[k] for k in ("depth", "width") if k in params}
     run = validate_data(SpecDecodeRun, {**data, "overrides": overrides})

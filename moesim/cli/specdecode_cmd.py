@@ -18,11 +18,29 @@ from moesim.plotting import check_figure_path, pyplot, save_figure
 from moesim.results import SpecDecodeMetrics
 from moesim.simulate.specdecode import gamma_sweep, gpu_profile, simulate_specdecode
 
-__all__ = ["specdecode", "show_specdecode", "plot_sweep", "describe_predictor", "predictor_name"]
+__all__ = ["specdecode", "show_specdecode", "plot_sweep", "describe_predictor", "predictor_name",
+           "check_ignored_options"]
 
 _ROWS = (("mean_active_experts", "{:.3f}"), ("acceptance_length", "{:.3f}"), ("hbm_bytes_per_step", "{:,.0f}"),
          ("t_draft_s", "{:.4f}"), ("t_pred_s", "{:.4f}"), ("t_verify_s", "{:.4f}"), ("t_step_s", "{:.4f}"),
          ("tokens_per_s", "{:.2f}"), ("speedup_vs_ar", "{:.3f}"), ("steps", "{:,}"))
+
+
+def check_ignored_options(given: set[str], values: dict[str, Any], selector: str | None, sweep: bool) -> None:
+    """Refuse an option the run would ignore: a predictor (or its time, or epsilon) under
+    confidence selection, a draft time at gamma 1, ``--gamma`` beside ``--gamma-sweep``."""
+    if sweep and "gamma" in given:
+        raise InputError("--gamma", "is replaced by --gamma-sweep's list: give one of them", values["gamma"])
+    if (selector or ("ecospec" if sweep else "confidence")) == "confidence":   # a sweep without one runs all three
+        for name in ("predictor", "epsilon", "t_pred_ms"):
+            if name in given:
+                raise InputError("--" + name.replace("_", "-"), "is read only by the cost-aware rules (--selector "
+                                 "ecospec or global-cost), not by confidence selection",
+                                 values[name])
+    if not sweep and "t_draft_ms" in given and values["gamma"] == 1:
+        raise InputError("--t-draft-ms", "needs gamma > 1 (gamma 1 verifies no draft)", values["t_draft_ms"])
+    if not sweep and "t_pred_ms" in given and values["gamma"] == 1:
+        raise InputError("--t-pred-ms", "needs gamma > 1 (gamma 1 verifies no draft)", values["t_pred_ms"])
 
 
 def predictor_name(config: dict[str, Any]) -> str:
@@ -103,15 +121,20 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
                draft_mu: float | None, temperature: float, seed: int,
                overrides: tuple[str, ...], gamma_sweep: str | None, plot: str | None, as_json: bool) -> None:
     """Simulate speculative decoding with draft trees and a selection rule (EcoSpec), batch 1 or more."""
+    source = click.get_current_context().get_parameter_source
+    given = {p for p in ("predictor", "epsilon", "t_pred_ms", "t_draft_ms", "gamma")
+             if source(p) not in (ParameterSource.DEFAULT, None)}
+    check_ignored_options(given, {"predictor": predictor, "epsilon": epsilon, "t_pred_ms": t_pred_ms,
+                                  "t_draft_ms": t_draft_ms, "gamma": gamma}, selector, gamma_sweep is not None)
     if drafter == "mtp":     # a one-token chain unless the user said otherwise
-        source = click.get_current_context().get_parameter_source
         depth, width = (1 if source("depth") == ParameterSource.DEFAULT else depth,
                         1 if source("width") == ParameterSource.DEFAULT else width)
         gamma = 2 if source("gamma") == ParameterSource.DEFAULT else gamma
         draft_mu = MTP_TOP1_LOGIT if draft_mu is None else draft_mu
     run = validate_data(SpecDecodeRun, {
         "model": model, "device": device, "trace": trace_path, "selector": selector or "confidence",
-        "gamma": gamma, "predictor": None if predictor is None else parse_predictor(predictor), "tree": {"depth": depth, "width": width},
+        "gamma": gamma, "predictor": None if predictor is None else parse_predictor(predictor),
+        "tree": {"depth": depth, "width": width},
         "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,
         "t_pred_ms": t_pred_ms, "passes": passes, "batch_size": batch_size, "requests": requests, "drafter": drafter,
         "seed": seed, "temperature": temperature,

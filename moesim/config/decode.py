@@ -83,7 +83,7 @@ class DecodeRun(Frozen):
         "graph", description="read groups from the co-activation graph, or by expert id (the naive layout)")
     spec: DecodeSpec = "none"
     gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root included")
-    epsilon: PositiveFloat = Field(1.0, description="the score's epsilon: P / (cost + epsilon)")
+    epsilon: PositiveFloat = Field(1.0, allow_inf_nan=False, description="the score's epsilon: P / (cost + epsilon)")
     tree: DraftTree = Field(default_factory=DraftTree)
     draft: DraftAccuracy = Field(default_factory=DraftAccuracy)
     temperature: Temperature = Field(0.0, description="sampling temperature: 0 (greedy) or 1 (rejection sampling)")

@@ -196,15 +196,17 @@ class SpecDecodeRun(Frozen):
     trace: str | None = Field(None, description="canonical trace file; None = the model's real trace")
     selector: Selector = "confidence"
     gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root (bonus) token included")
-    epsilon: PositiveFloat = Field(1.0, description="the score's epsilon: P / (cost + epsilon)")
+    epsilon: PositiveFloat = Field(1.0, allow_inf_nan=False, description="the score's epsilon: P / (cost + epsilon)")
     predictor: Predictor | None = Field(
         None, description="the expert predictor; None = the realistic default (default_predictor): learned on a "
                           "real trace, else the model's published accuracy")
     tree: DraftTree = Field(default_factory=DraftTree)
     draft: DraftAccuracy = Field(default_factory=DraftAccuracy)
     routing: DraftRouting = Field(default_factory=MixtureRouting)
-    t_draft_ms: NonNegativeFloat | None = Field(None, description="draft time per step; None = published or estimated")
-    t_pred_ms: NonNegativeFloat | None = Field(None, description="predictor time per step; None = 4 ms when used")
+    t_draft_ms: Annotated[NonNegativeFloat, Field(allow_inf_nan=False)] | None = Field(
+        None, description="draft time per step; None = published or estimated")
+    t_pred_ms: Annotated[NonNegativeFloat, Field(allow_inf_nan=False)] | None = Field(
+        None, description="predictor time per step; None = 4 ms when used")
     passes: Annotated[int, Field(ge=1, le=100)] = Field(8, description="replays of the whole trace")
     requests: Annotated[str, Field(min_length=1)] | None = Field(
         None, description="replay only the trace's requests whose label contains this (a dataset: 'code', 'gsm8k')")

@@ -17,9 +17,9 @@ from moesim.config.model import RECIPES, ModelSpec
 from moesim.config.profiles import profile_hash
 from moesim.config.specdecode import AlternativeRouting
 from moesim.cost.memory import activation_bytes
-from moesim.cost.uncertainty import memory_interval_gib
 from moesim.cost.ops import attention_op, ffn_op, is_attention_layer, lm_head_op
 from moesim.cost.params import Backend, check_queue_depth, cpu_backend, npu_backend, ufs_params
+from moesim.cost.uncertainty import memory_interval_gib
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.policies.decode.cache import make_cache

@@ -52,10 +52,16 @@ def _option(command: str) -> st.SearchStrategy[list[str]]:
                    "--expert-format": st.sampled_from(["Q4_0", "MXFP4", "Q9"]),
                    "--backend": st.sampled_from(["cpu", "npu"]), "--warmup-tokens": _INTS,
                    "--predictor": st.sampled_from(["oracle", "trace", "accuracy:0.5", "accuracy:3", "z"]),
-                   "--memory-budget-gib": _FLOATS, "--autoconfig": st.just(""), "--timeline": _PATHS},
+                   "--memory-budget-gib": _FLOATS, "--autoconfig": st.just(""), "--timeline": _PATHS,
+                   # combinations that ignore or clamp an option (issue 23): refused with one line
+                   "--depth": _INTS, "--width": _INTS, "--pinned-by": st.sampled_from(["graph", "frequency"]),
+                   "--read-grouping": st.sampled_from(["graph", "id"]), "--draft-mu": _FLOATS,
+                   "--draft-routing": st.sampled_from(["mixture", "nearby:8", "alternative", "q"])},
         "specdecode": {"--gamma": _INTS, "--passes": _INTS, "--predictor": st.sampled_from(["oracle", "accuracy:2",
                                                                                             "accuracy:0.9", "x"]),
-                       "--gamma-sweep": st.sampled_from(["", "1,2", "0", "a"])},
+                       "--gamma-sweep": st.sampled_from(["", "1,2", "0", "a"]),
+                       "--selector": st.sampled_from(["confidence", "ecospec", "global-cost", "w"]),
+                       "--epsilon": _FLOATS, "--t-pred-ms": _FLOATS, "--t-draft-ms": _FLOATS},
     }[command]
     if command == "specdecode":
         common = {"--seed": _INTS, "--set": st.sampled_from(["runtime.per_step_fixed_ms=1", "runtime.nope=1"])}
@@ -78,6 +84,8 @@ def command_lines(draw: st.DrawFn) -> list[str]:
         args += [] if "--model" in args else ["--model", "olmoe-1b-7b"]
         if "--tokens" not in args:
             args += ["--tokens", "4"]
+        if "--autoconfig" in args and "--cache-policy" not in args:
+            args += ["--cache-policy", "lru"]   # one policy's 10 settings, not three policies' 30
     return args
 
 

@@ -183,7 +183,7 @@ def test_same_seed_same_result_and_ar_is_top_k(small_trace) -> None:  # type: ig
 
 
 def test_metrics_are_consistent(small_trace) -> None:  # type: ignore[no-untyped-def]
-    m = simulate_specdecode(_run(selector="global-cost"), small_trace).to_dict()
+    m = simulate_specdecode(_run(selector="global-cost", predictor={"kind": "oracle"}), small_trace).to_dict()
     assert m["t_step_s"] == pytest.approx(m["t_draft_s"] + m["t_pred_s"] + m["t_verify_s"])
     assert m["t_pred_s"] == 0.004 and m["predictor_accuracy"] == 1.0
     assert 1.0 <= m["acceptance_length"] <= 4.0 and 8.0 <= m["mean_active_experts"] <= 32.0

@@ -3,6 +3,7 @@ before any work starts or any file is written; a missing tool is a skip, never a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,16 @@ def test_unreachable_scheduler_leaves_nothing(run_cli, tmp_path: Path) -> None: 
     res = run_cli("sweep", str(grid), "-o", str(tmp_path / "o.parquet"), "--scheduler", "127.0.0.1:99999")
     assert res.code == 2 and "(port 99999 is outside 1-65535)" in res.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml"]
+
+
+def test_budget_below_the_memory_interval_warns_and_flags(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("prefill", "--tokens", "64", "--memory-budget-gib", "0.7", "--json")
+    assert res.code == 0, res.err
+    m = json.loads(res.out)
+    lo, hi = m["peak_memory_gib_interval"]
+    assert m["peak_memory_gib"] <= 0.7 < hi and m["memory_interval_over_budget"] is True
+    assert res.err.strip() == (f"warning: peak memory 90% interval reaches {hi:.2f} GiB, over the 0.70 GiB budget "
+                               f"by {hi - 0.7:.2f} GiB (the point estimate fits)")
+    roomy = run_cli("prefill", "--tokens", "64", "--memory-budget-gib", "5", "--json")
+    assert json.loads(roomy.out)["memory_interval_over_budget"] is False and "warning: peak" not in roomy.err
+    assert json.loads(run_cli("prefill", "--tokens", "64", "--json").out)["memory_interval_over_budget"] is None

@@ -142,5 +142,6 @@ def exhaustive(base: DecodeRun, budget_gib: float, policies: tuple[str, ...] = (
     for s in _fitting(base, budget_gib, policies):
         for f in CACHE_FRACTIONS if s["cache_policy"] != "resident" else (1.0,):
             run = _with(base, s, budget_gib, f)
-            rows.append({**s, "cache_GiB": run.cache_GiB, "tokens_per_s": simulate_decode(run).metrics.tokens_per_s})
+            m = simulate_decode(run).metrics
+            rows.append({**s, "cache_GiB": m.config.cache_gib, "tokens_per_s": m.tokens_per_s})
     return rows

@@ -237,7 +237,7 @@ def _autoconfig(run: DecodeRun, budget: float | None, autoconfig: bool, check: b
     if checked is not None:
         b = checked["best"]
         click.echo(f"exhaustive check ({checked['simulations']} simulations): best {_setting(b)}, cache "
-                   f"{b['cache_GiB'] if b['cache_GiB'] is not None else result.metrics.config.cache_gib:.2f} GiB at "
+                   f"{b['cache_GiB']:.2f} GiB at "
                    f"{b['tokens_per_s']:.3f} tok/s; regret {checked['regret']:.1%}")
     show_decode(result.metrics, False)
 

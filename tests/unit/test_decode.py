@@ -209,3 +209,13 @@ def test_autoconfig_cli_defaults_the_budget_and_warns_past_the_memory_interval(r
     assert text.code == 0, text.err
     assert "note: memory budget: the 15.1 GiB usable on sd8-elite-gen5 (no --memory-budget-gib given)" in text.err
     assert "chosen under 15.1 GiB: lru cache" in text.out
+
+
+def test_backend_help_agrees_with_decode_md(run_cli) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    text = " ".join(run_cli("decode", "--help").out.split())
+    assert "solved from two measured dense decodes, not the prefill fit" in text
+    doc = " ".join((Path(__file__).parents[2] / "docs" / "decode.md").read_text().split())
+    assert "both numbers are the exact solve of **two measured dense decode rates**" in doc
+    assert "not the prefill tile pipeline" in doc

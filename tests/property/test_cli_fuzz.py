@@ -121,6 +121,34 @@ def test_fuzzed_command_lines_end_cleanly(args: list[str], capsys: pytest.Captur
     _ends_cleanly(args, capsys)
 
 
+#: decode options that a combination ignores, and the combination that ignores them (issue 23)
+_IGNORED = {"--gamma": "3", "--depth": "2", "--width": "3", "--draft-routing": "nearby:8", "--draft-mu": "1.5",
+            "--temperature": "1", "--predictor": "oracle", "--pinned-share": "0.3", "--pinned-by": "frequency",
+            "--read-grouping": "id"}
+
+
+@st.composite
+def ignored_decode_options(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """An option that nothing in the rest of the command line reads, and the command line."""
+    option = draw(st.sampled_from(sorted(_IGNORED)))
+    policy = draw(st.sampled_from(["lru", "lfu"] if option.startswith("--pinned") else ["lru", "lfu", "pinned"]))
+    args = ["decode", "--model", "olmoe-1b-7b", "--tokens", "4", "--cache-policy", policy, option, _IGNORED[option]]
+    if option not in ("--predictor",) and draw(st.booleans()):
+        args += ["--prefetch", "next-layer"]          # a prefetch reads none of these either
+    return option, args
+
+
+@CLI_SETTINGS
+@given(case=ignored_decode_options())
+def test_an_ignored_decode_option_is_refused_by_name(case: tuple[str, list[str]],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    option, args = case
+    capsys.readouterr()
+    code = main(args)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith(f"moesim: error: {option} ") and len(err.splitlines()) == 1, (args, err)
+
+
 _NUMBER = re.compile(r"^([a-z_0-9A-Z]+) = (-?[0-9.eE+]+)$", re.M)
 _VALUES = st.one_of(st.sampled_from(["-1", "0", "true", '"x"', "1e308", "nan", "inf", "[1, 2]", "{a = 1}", ""]),
                     st.floats(-1e3, 1e3, allow_nan=False).map(repr))

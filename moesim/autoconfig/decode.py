@@ -73,7 +73,7 @@ def policies_for(base: DecodeRun, budget_gib: float, given: str | None = None) -
                                       "cache_policy": "lru", "cache_GiB": None})
     model, device = load_model(base.model), mobile_profile(base.device, base.overrides)
     rest = sum(decode_memory(model, device, plain).values()) / GiB
-    fits = rest + _all_experts_gib(plain) <= budget_gib
+    fits = rest + _all_experts_gib(plain) <= budget_gib and base.read_group_size == 1   # resident reads no groups
     return SEARCHED_POLICIES + (("resident",) if fits else ())
 
 

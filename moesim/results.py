@@ -112,6 +112,7 @@ class PrefillMetrics(Frozen):
     ttft_s_interval: tuple[float, float] | None = None        # 90%; None: the profile states no uncertainty
     tokens_per_s_interval: tuple[float, float] | None = None
     peak_memory_gib_interval: tuple[float, float] | None = None
+    memory_interval_over_budget: bool | None = None   # the interval's upper end > the budget (None: no budget)
     energy_j: float | None = None                 # None: the profile has no [power] figures
     energy_j_interval: tuple[float, float] | None = None
     j_per_token: float | None = None
@@ -171,6 +172,7 @@ class DecodeMetrics(Frozen):
     belady_hit_rate: float                  # Belady's optimal policy on the same accesses, same slots
     ufs_bytes_per_token: float
     peak_memory_gib: float
+    peak_memory_gib_interval: tuple[float, float] | None = None   # 90%, from the runtime overhead's range
     fits_device_memory: bool
     memory_gib: dict[str, float]
     bubble_share: float                     # share of the time the compute unit waited for expert reads
@@ -181,6 +183,7 @@ class DecodeMetrics(Frozen):
     cache: dict[str, float | int]           # hits, misses, late hits, prefetches and their use
     utilization: dict[str, float]
     predictor_accuracy: float | None        # cost-aware rules: predicted sets of the verified nodes
+    notes: list[str] = []                   # what the run sized for the user (printed once on stderr)
     trace: dict[str, Any]
     sim: dict[str, float | int]
     config: DecodeConfig

@@ -1,11 +1,13 @@
-"""Auto-configuration of phone decode: the cache size, prefetch and speculation under a memory budget.
+"""Auto-configuration of phone decode: the cache policy and size, prefetch and speculation under a memory budget.
 
-The space: ``prefetch`` in {none, next-layer} x speculation in {none, cache-aware with
-gamma in GAMMAS}, with an LRU expert cache. The cache gets everything the budget leaves
-after the rest of the run's memory (weights, draft head, KV cache, activations, runtime):
-LRU is a stack algorithm also for whole-set accesses (a larger cache holds a superset of a
-smaller one's keys, property-tested in tests/property/test_cache_props.py), so more cache
-never costs hits, and the exhaustive check confirms it on the cache-size axis.
+The space: the cache policy (``lru``, ``lfu``, ``pinned``, and ``resident`` where every expert
+fits the budget; one policy when the user names it) x ``prefetch`` in {none, next-layer} x
+speculation in {none, cache-aware with gamma in GAMMAS}. The cache gets everything the budget
+leaves after the rest of the run's memory (weights, draft head, KV cache, activations,
+runtime), never more than all the model's experts: LRU is a stack algorithm also for
+whole-set accesses (a larger cache holds a superset of a smaller one's keys, property-tested
+in tests/property/test_cache_props.py), so more cache never costs it hits; LFU and pinned
+are not stack algorithms, and the exhaustive check tries smaller caches for every policy.
 
 Selection is successive halving on the discrete-event simulation itself: every candidate
 is simulated on a short run (``screen_tokens``), the best ``keep`` are simulated on the full
@@ -26,10 +28,13 @@ from moesim.simulate.decode import decode_memory, expert_bytes, simulate_decode
 from moesim.simulate.prefill import mobile_profile
 from moesim.units import GiB
 
-__all__ = ["GAMMAS", "CACHE_FRACTIONS", "DecodeChoice", "candidates", "cache_left_gib", "choose", "exhaustive"]
+__all__ = ["GAMMAS", "CACHE_FRACTIONS", "SEARCHED_POLICIES", "DecodeChoice", "candidates", "cache_left_gib",
+           "policies_for", "choose", "exhaustive"]
 
 GAMMAS = (2, 3, 4, 6)
 CACHE_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+#: the cache policies searched when the user names none (resident joins them where it fits)
+SEARCHED_POLICIES = ("lru", "lfu", "pinned")
 
 
 @dataclass(frozen=True)
@@ -41,13 +46,35 @@ class DecodeChoice:
     table: tuple[dict[str, Any], ...]     # every candidate: its settings and screened / full tokens/s
 
 
-def candidates() -> list[dict[str, Any]]:
-    """Every (prefetch, speculation, gamma) setting of the space."""
+def candidates(policies: tuple[str, ...] = ("lru",)) -> list[dict[str, Any]]:
+    """Every (cache policy, prefetch, speculation, gamma) setting of the space (no prefetch
+    into a ``resident`` or ``none`` cache: there is nothing to read into)."""
     out: list[dict[str, Any]] = []
-    for prefetch in ("none", "next-layer"):
-        out.append({"prefetch": prefetch, "spec": "none", "gamma": 4})
-        out += [{"prefetch": prefetch, "spec": "cache-aware", "gamma": g} for g in GAMMAS]
+    for policy in policies:
+        for prefetch in ("none", "next-layer"):
+            if prefetch != "none" and policy in ("none", "resident"):
+                continue
+            out.append({"cache_policy": policy, "prefetch": prefetch, "spec": "none", "gamma": 4})
+            out += [{"cache_policy": policy, "prefetch": prefetch, "spec": "cache-aware", "gamma": g} for g in GAMMAS]
     return out
+
+
+def _all_experts_gib(run: DecodeRun) -> float:
+    model = load_model(run.model)
+    return model.num_moe_layers * model.moe.num_routed_experts * expert_bytes(run, model) / GiB
+
+
+def policies_for(base: DecodeRun, budget_gib: float, given: str | None = None) -> tuple[str, ...]:
+    """The cache policies to search: ``given`` alone, else :data:`SEARCHED_POLICIES` and
+    ``resident`` where all experts and the plain run's other memory fit ``budget_gib``."""
+    if given is not None:
+        return (given,)
+    plain = DecodeRun.model_validate({**base.model_dump(), "spec": "none", "prefetch": "none",
+                                      "cache_policy": "lru", "cache_GiB": None})
+    model, device = load_model(base.model), mobile_profile(base.device, base.overrides)
+    rest = sum(decode_memory(model, device, plain).values()) / GiB
+    fits = rest + _all_experts_gib(plain) <= budget_gib and base.read_group_size == 1   # resident reads no groups
+    return SEARCHED_POLICIES + (("resident",) if fits else ())
 
 
 def cache_left_gib(run: DecodeRun, budget_gib: float) -> float:
@@ -65,18 +92,38 @@ def cache_left_gib(run: DecodeRun, budget_gib: float) -> float:
 
 def _with(base: DecodeRun, setting: dict[str, Any], budget_gib: float, fraction: float = 1.0,
           tokens: int | None = None) -> DecodeRun:
-    run = base.model_copy(update={**setting, "cache_policy": "lru", "cache_GiB": None,
+    run = base.model_copy(update={"cache_policy": "lru", **setting, "cache_GiB": None,
                                   **({"tokens": tokens, "warmup_tokens": min(base.warmup_tokens, tokens)}
                                      if tokens else {})})
     run = DecodeRun.model_validate(run.model_dump())
     left = cache_left_gib(run, budget_gib)
-    return DecodeRun.model_validate({**run.model_dump(), "cache_GiB": left * fraction})
+    if run.cache_policy in ("none", "resident"):
+        if run.cache_policy == "resident" and left < _all_experts_gib(run):
+            raise InputError("memory_budget_GiB", f"must be >= {budget_gib - left + _all_experts_gib(run):.3f} GiB "
+                             f"for every expert of {run.model} to be resident", budget_gib)
+        return run
+    return DecodeRun.model_validate({**run.model_dump(), "cache_GiB": min(left * fraction, _all_experts_gib(run))})
 
 
-def choose(base: DecodeRun, budget_gib: float, screen_tokens: int = 16, keep: int = 3) -> DecodeChoice:
+def _fitting(base: DecodeRun, budget_gib: float, policies: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The settings of ``policies`` that fit the budget: resident only where it fits with that
+    setting's draft and activations (the other policies' errors are the budget's)."""
+    out = []
+    for s in candidates(policies):
+        if s["cache_policy"] == "resident" and len(policies) > 1:
+            try:
+                _with(base, s, budget_gib)
+            except InputError:
+                continue
+        out.append(s)
+    return out
+
+
+def choose(base: DecodeRun, budget_gib: float, screen_tokens: int = 16, keep: int = 3,
+           policies: tuple[str, ...] = ("lru",)) -> DecodeChoice:
     """The fastest setting under ``budget_gib`` by successive halving (see the module doc)."""
     t0 = time.perf_counter()
-    settings = candidates()
+    settings = _fitting(base, budget_gib, policies)
     runs = [_with(base, s, budget_gib) for s in settings]     # errors (budget too small) before any simulation
     screened = [simulate_decode(_with(base, s, budget_gib, tokens=min(screen_tokens, base.tokens))).metrics
                 .tokens_per_s for s in settings]
@@ -88,11 +135,13 @@ def choose(base: DecodeRun, budget_gib: float, screen_tokens: int = 16, keep: in
     return DecodeChoice(runs[best], full[best], len(settings) + len(order), time.perf_counter() - t0, table)
 
 
-def exhaustive(base: DecodeRun, budget_gib: float) -> list[dict[str, Any]]:
-    """Every setting at every cache fraction of what the budget leaves, simulated on the full run."""
+def exhaustive(base: DecodeRun, budget_gib: float, policies: tuple[str, ...] = ("lru",)) -> list[dict[str, Any]]:
+    """Every setting at every cache fraction of what the budget leaves, simulated on the full run
+    (one cache size for ``resident``)."""
     rows = []
-    for s in candidates():
-        for f in CACHE_FRACTIONS:
+    for s in _fitting(base, budget_gib, policies):
+        for f in CACHE_FRACTIONS if s["cache_policy"] != "resident" else (1.0,):
             run = _with(base, s, budget_gib, f)
-            rows.append({**s, "cache_GiB": run.cache_GiB, "tokens_per_s": simulate_decode(run).metrics.tokens_per_s})
+            m = simulate_decode(run).metrics
+            rows.append({**s, "cache_GiB": m.config.cache_gib, "tokens_per_s": m.tokens_per_s})
     return rows

@@ -34,6 +34,7 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
                prefetch: str, verify: bool, plot: str | None, quiet: bool, as_json: bool) -> None:
     """Choose group size, bank count and queue depth under a memory budget (max-plus search)."""
     from moesim.autoconfig.run import autoconfigure, exhaustive, prepare, simulate_config
+    from moesim.cost.uncertainty import budget_warning, interval_over_budget, memory_interval_gib
     from moesim.units import GiB
 
     gate = cast(Prefetch, prefetch)      # click.Choice admits only PREFETCH_POINTS
@@ -44,10 +45,17 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
     choice = autoconfigure(case, memory_budget_gib, gate)
     cfg = choice.config
     peak = (case.base_B + case.profile.arena_B(cfg)) / GiB
+    u = case.device.uncertainty
+    peak_iv = None if u is None else memory_interval_gib(
+        peak, case.device.memory.require("runtime_overhead_MiB", case.device.name) / 1024, u)
+    over = interval_over_budget(peak_iv, memory_budget_gib)
+    if over and peak_iv is not None:     # docs/autoconfig.md: the choice stands, with one warning
+        click.echo("warning: " + budget_warning(peak_iv, memory_budget_gib), err=True)
     out: dict[str, Any] = {
         "config": {"group_size": cfg.group_size, "banks": cfg.banks, "queue_depth": cfg.queue_depth,
                    "prefetch": prefetch},
-        "predicted_ttft_s": choice.ttft_ns / 1e9, "peak_memory_gib": peak, "selection_ms": choice.selection_ms,
+        "predicted_ttft_s": choice.ttft_ns / 1e9, "peak_memory_gib": peak,
+        "peak_memory_gib_interval": peak_iv, "memory_interval_over_budget": over, "selection_ms": choice.selection_ms,
         "profile_ms": case.profile.build_ms, "profile_from_store": case.from_store, "evaluated": choice.evaluated,
         "runner_up": [{"group_size": g, "banks": c.banks, "queue_depth": c.queue_depth, "predicted_ttft_s": t / 1e9}
                       for g, (c, t) in sorted(choice.per_group_size.items(), key=lambda kv: (kv[1][1], kv[0]))],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
 from moesim.cli.prefill_cmd import parse_overrides
@@ -18,12 +19,59 @@ from moesim.config.decode import (
 )
 from moesim.config.loading import validate_data
 from moesim.config.specdecode import parse_routing
+from moesim.cost.uncertainty import budget_warning, interval_over_budget
 from moesim.errors import InputError
 from moesim.files import write_json_atomic
 from moesim.results import DecodeMetrics
 from moesim.simulate.decode import simulate_decode
 
-__all__ = ["decode", "show_decode", "decode_run_data"]
+__all__ = ["decode", "show_decode", "decode_run_data", "check_ignored_options"]
+
+#: options that only speculation reads
+_SPEC_ONLY = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature")
+#: options that --autoconfig chooses itself
+_CHOSEN = ("cache_GiB", "prefetch", "spec", "gamma")
+
+
+def _flag(name: str) -> str:
+    return {"cache_GiB": "--cache-gib"}.get(name, "--" + name.replace("_", "-"))
+
+
+def check_ignored_options(given: set[str], values: dict[str, Any]) -> None:
+    """Refuse an option the combination would ignore (``given``: the options the user set).
+
+    >>> try:
+    ...     check_ignored_options({"gamma"}, {"gamma": 4, "spec": "none", "autoconfig": False})
+    ... except InputError as err:
+    ...     print(err.field, err.value)
+    --gamma 4
+    """
+    v = values
+    if v.get("autoconfig"):
+        for name in _CHOSEN:
+            if name in given:
+                raise InputError(_flag(name), "is chosen by --autoconfig (it searches cache size, prefetch and "
+                                 "speculation; --cache-policy restricts its cache policies): leave it out",
+                                 v.get(name))
+        return
+    for name in ("depth", "width"):
+        if name in given and not 1 <= v.get(name, 1) <= 8:
+            raise InputError(_flag(name), "must be an integer in 1..8 (draft-tree " +
+                             ("steps)" if name == "depth" else "tokens kept per step)"), v.get(name))
+    for name in _SPEC_ONLY:
+        if name in given and v.get("spec") == "none":
+            raise InputError(_flag(name), "applies to speculative decoding only (it needs --spec confidence, "
+                             "ecospec or cache-aware)", v.get(name))
+    if "predictor" in given and v.get("prefetch") == "none" and v.get("spec") not in ("ecospec", "cache-aware"):
+        raise InputError("--predictor", f"is read only by --prefetch next-layer and by --spec ecospec or cache-aware "
+                         f"(here prefetch {v.get('prefetch')}, spec {v.get('spec')})", v.get("predictor"))
+    for name in ("pinned_by", "pinned_share"):
+        if name in given and v.get("cache_policy") != "pinned":
+            raise InputError(_flag(name), f"applies to --cache-policy pinned only (here {v.get('cache_policy')})",
+                             v.get(name))
+    if "read_grouping" in given and v.get("read_group_size", 1) <= 1:
+        raise InputError("--read-grouping", "needs --read-group-size > 1 (one expert a read forms no groups)",
+                         v.get("read_grouping"))
 
 
 def decode_run_data(**opts: Any) -> dict[str, Any]:
@@ -35,7 +83,8 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
     if opts.get("draft_routing") is not None:
         data["routing"] = parse_routing(opts["draft_routing"])
     if opts.get("depth") is not None or opts.get("width") is not None:
-        data["tree"] = {"depth": opts.get("depth") or 3, "width": opts.get("width") or 2}
+        data["tree"] = {"depth": 3 if opts.get("depth") is None else opts["depth"],
+                        "width": 2 if opts.get("width") is None else opts["width"]}
     if opts.get("draft_mu") is not None:
         data["draft"] = {"top1_logit_mean": opts["draft_mu"]}
     if opts.get("overrides"):
@@ -48,8 +97,9 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
 @click.option("--device", default="sd8-elite-gen5", show_default=True, metavar="NAME|PATH")
 @click.option("--tokens", type=int, default=128, show_default=True, help="Tokens to generate.")
 @click.option("--context", type=int, default=512, show_default=True, help="Prompt tokens already in the KV cache.")
-@click.option("--cache-gib", "cache_GiB", type=float, help="DRAM for cached experts [default: what the device's "
-              "usable DRAM leaves after the resident weights, KV cache and runtime].")
+@click.option("--cache-gib", "cache_GiB", type=float, help="DRAM for cached experts, at most all the model's experts "
+              "[default: what the device's usable DRAM leaves after the resident weights, KV cache and runtime, "
+              "up to all the experts].")
 @click.option("--cache-policy", type=click.Choice(CACHE_POLICY_NAMES), default="lru", show_default=True,
               help="none: every expert read from UFS; pinned: a hot set chosen offline from the trace, the rest "
               "LRU; resident: all experts in DRAM (where they fit); mmap: llama.cpp-like page cache on the CPU.")
@@ -76,7 +126,9 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
               help="Sampling temperature of speculative decoding: 0 (greedy) or 1.")
 @click.option("--predictor", metavar="KIND", help="oracle, trace or accuracy:P [default: trace].")
 @click.option("--backend", type=click.Choice(["cpu", "npu"]), default="cpu", show_default=True,
-              help="Compute unit: the CPU cores (llama.cpp-like) or the HTP (decode overheads from the prefill fit).")
+              help="Compute unit: the CPU cores (llama.cpp-like) or the HTP (HVX one-token products; its decode rate "
+              "and per-layer overhead solved from two measured dense decodes, not the prefill fit; Q4_0 experts "
+              "only).")
 @click.option("--queue-depth", type=int, help="UFS reads in flight [default: the profile's].")
 @click.option("--warmup-tokens", type=int, default=0, show_default=True,
               help="Tokens decoded before measuring (a warm cache).")
@@ -87,9 +139,11 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
               help="Override one profile number (repeatable), e.g. ufs.peak_read_bw_GBps=2.0")
 @click.option("--timeline", type=click.Path(dir_okay=False), callback=writable_path,
               help="Write a Chrome/Perfetto timeline (JSON).")
-@click.option("--memory-budget-gib", type=float, help="With --autoconfig: the DRAM the whole run may use.")
-@click.option("--autoconfig", is_flag=True, help="Choose the cache size, prefetch and speculation (gamma) that "
-              "maximise tokens/s under --memory-budget-gib (LRU cache), then run the choice.")
+@click.option("--memory-budget-gib", type=float, help="With --autoconfig: the DRAM the whole run may use "
+              "[default: the device's usable DRAM].")
+@click.option("--autoconfig", is_flag=True, help="Choose the cache policy (lru, lfu, pinned, and resident where it "
+              "fits; only --cache-policy's if given) and size, prefetch and speculation (gamma) that maximise "
+              "tokens/s under --memory-budget-gib, then run the choice.")
 @click.option("--check", is_flag=True, help="With --autoconfig: simulate every setting at four cache sizes and "
               "report the choice's regret against the best.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -102,6 +156,15 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
            overrides: tuple[str, ...], timeline: str | None, memory_budget_gib: float | None, autoconfig: bool,
            check: bool, as_json: bool) -> None:
     """Simulate decode on a phone: an expert cache in DRAM, misses read from UFS, optional speculation."""
+    source = click.get_current_context().get_parameter_source
+    params = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature", "predictor", "pinned_by",
+              "pinned_share", "read_grouping", "cache_GiB", "prefetch", "spec")
+    check_ignored_options({p for p in params if source(p) not in (ParameterSource.DEFAULT, None)},
+                          {"gamma": gamma, "depth": depth, "width": width, "draft_routing": draft_routing,
+                           "draft_mu": draft_mu, "temperature": temperature, "predictor": predictor,
+                           "pinned_by": pinned_by, "pinned_share": pinned_share, "read_grouping": read_grouping,
+                           "read_group_size": read_group_size, "cache_GiB": cache_GiB, "prefetch": prefetch,
+                           "spec": spec, "cache_policy": cache_policy, "autoconfig": autoconfig})
     run = validate_data(DecodeRun, decode_run_data(
         model=model, device=device, tokens=tokens, context=context, cache_GiB=cache_GiB, cache_policy=cache_policy,
         pinned_by=pinned_by, pinned_share=pinned_share, prefetch=prefetch, expert_format=expert_format,
@@ -111,7 +174,8 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
         backend=backend,
         queue_depth=queue_depth, warmup_tokens=warmup_tokens, trace=trace_path, seed=seed, overrides=overrides))
     if autoconfig or check or memory_budget_gib is not None:
-        _autoconfig(run, memory_budget_gib, autoconfig, check, timeline, as_json)
+        given_policy = cache_policy if source("cache_policy") not in (ParameterSource.DEFAULT, None) else None
+        _autoconfig(run, memory_budget_gib, autoconfig, check, timeline, as_json, given_policy)
         return
     result = simulate_decode(run)
     if timeline:
@@ -120,59 +184,87 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
 
 
 def _autoconfig(run: DecodeRun, budget: float | None, autoconfig: bool, check: bool, timeline: str | None,
-                as_json: bool) -> None:
-    from moesim.autoconfig.decode import choose, exhaustive
+                as_json: bool, given_policy: str | None) -> None:
+    from moesim.autoconfig.decode import choose, exhaustive, policies_for
+    from moesim.cli.prefill_cmd import warn_budget_above_device
+    from moesim.simulate.prefill import mobile_profile
 
     if not autoconfig:
         raise InputError("--autoconfig", "is needed with --memory-budget-gib and --check", False)
-    if budget is None or not 0 < budget < 1e6:
-        raise InputError("--memory-budget-gib", "is required with --autoconfig and must be > 0 GiB", budget)
-    choice = choose(run, budget)
+    said = ""
+    if budget is None:     # docs/decode.md: the device's usable DRAM, as a run without --cache-gib has
+        device = mobile_profile(run.device, run.overrides)
+        budget = device.memory.usable_GiB
+        said = f"note: memory budget: the {budget:g} GiB usable on {device.name} (no --memory-budget-gib given)"
+    elif not 0 < budget < 1e6:
+        raise InputError("--memory-budget-gib", "must be > 0 GiB and < 1e6", budget)
+    else:
+        warn_budget_above_device(budget, run.device, run.overrides)
+    policies = policies_for(run, budget, given_policy)
+    choice = choose(run, budget, policies=policies)
     result = simulate_decode(choice.run)
     if timeline:
         write_json_atomic(result.to_chrome_trace(), timeline)
     checked: dict[str, Any] | None = None
     if check:
-        rows = exhaustive(run, budget)
+        rows = exhaustive(run, budget, policies)
         best = max(rows, key=lambda r: r["tokens_per_s"])
         checked = {"best": best, "simulations": len(rows),
                    "regret": 1.0 - result.metrics.tokens_per_s / best["tokens_per_s"]}
+    if said:      # printed once the choice is made: an error would be the only line
+        click.echo(said, err=True)
+    iv = result.metrics.peak_memory_gib_interval
+    over = interval_over_budget(iv, budget)
+    if over and iv is not None:     # the choice stands (its point estimate fits): one warning (docs/decode.md)
+        click.echo("warning: " + budget_warning(iv, budget), err=True)
     if as_json:
-        emit_json({"choice": {"prefetch": choice.run.prefetch, "spec": choice.run.spec, "gamma": choice.run.gamma,
-                              "cache_gib": choice.run.cache_GiB, "simulations": choice.simulations},
+        emit_json({"choice": {"cache_policy": choice.run.cache_policy, "prefetch": choice.run.prefetch,
+                              "spec": choice.run.spec, "gamma": choice.run.gamma,
+                              "cache_gib": result.metrics.config.cache_gib, "simulations": choice.simulations},
+                   "memory_budget_gib": budget, "policies_searched": list(policies),
+                   "memory_interval_over_budget": over,
                    "candidates": list(choice.table), "check": checked,
                    "result": result.metrics.model_dump(mode="json")})
         return
-    emit_table(["prefetch", "spec", "gamma", "screened tok/s", "full tok/s"],
-               [(r["prefetch"], r["spec"], r["gamma"] if r["spec"] != "none" else "-",
+    emit_table(["cache", "prefetch", "spec", "gamma", "screened tok/s", "full tok/s"],
+               [(r["cache_policy"], r["prefetch"], r["spec"], r["gamma"] if r["spec"] != "none" else "-",
                  f"{r['screened_tokens_per_s']:.3f}", "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:.3f}")
                 for r in choice.table])
-    chosen = {"prefetch": choice.run.prefetch, "spec": choice.run.spec, "gamma": choice.run.gamma}
-    click.echo(f"chosen under {budget:g} GiB: {_setting(chosen)}, cache {choice.run.cache_GiB:.2f} GiB "
-               f"({choice.simulations} simulations)")
+    chosen = {"cache_policy": choice.run.cache_policy, "prefetch": choice.run.prefetch, "spec": choice.run.spec,
+              "gamma": choice.run.gamma}
+    click.echo(f"chosen under {budget:g} GiB: {_setting(chosen)}, cache {result.metrics.config.cache_gib:.2f} GiB "
+               f"({choice.simulations} simulations, cache policies {', '.join(policies)})")
     if checked is not None:
         b = checked["best"]
         click.echo(f"exhaustive check ({checked['simulations']} simulations): best {_setting(b)}, cache "
-                   f"{b['cache_GiB']:.2f} GiB at {b['tokens_per_s']:.3f} tok/s; regret {checked['regret']:.1%}")
+                   f"{b['cache_GiB']:.2f} GiB at "
+                   f"{b['tokens_per_s']:.3f} tok/s; regret {checked['regret']:.1%}")
     show_decode(result.metrics, False)
 
 
 def _setting(s: dict[str, Any]) -> str:
-    """``prefetch none, spec cache-aware (gamma 3)``: gamma only where there is speculation."""
-    return f"prefetch {s['prefetch']}, spec {s['spec']}" + (f" (gamma {s['gamma']})" if s["spec"] != "none" else "")
+    """``lfu cache, prefetch none, spec cache-aware (gamma 3)``: gamma only where there is speculation."""
+    return (f"{s['cache_policy']} cache, prefetch {s['prefetch']}, spec {s['spec']}"
+            + (f" (gamma {s['gamma']})" if s["spec"] != "none" else ""))
 
 
 def show_decode(metrics: DecodeMetrics, as_json: bool) -> None:
     """Print a decode result as ``moesim decode`` does: a table, or its JSON."""
     m = metrics.model_dump(mode="json")
+    for note in m["notes"]:
+        click.echo(f"note: {note}", err=True)
     if as_json:
         emit_json(m)
         return
     cfg = m["config"]
     spec = "no speculation" if cfg["spec"] == "none" else f"speculation {cfg['spec']} (gamma {cfg['gamma']})"
+    pred = cfg["predictor"]
+    uses = cfg["prefetch"] != "none" or cfg["spec"] in ("ecospec", "cache-aware")
+    named = (f", predictor {pred['kind']}" + (f" {pred['fraction']:g}" if pred.get("fraction") is not None else "")
+             if uses else "")
     click.echo(f"{cfg['model']} on {cfg['device']} ({cfg['backend']}): {cfg['tokens']} tokens after "
                f"{cfg['context']}, cache {cfg['cache_policy']} {cfg['cache_gib']:.2f} GiB ({cfg['cache_slots']} "
-               f"experts), prefetch {cfg['prefetch']}, {spec}")
+               f"experts), prefetch {cfg['prefetch']}, {spec}{named}")
     if cfg["overrides"]:
         click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
     tr = m["trace"]

@@ -10,6 +10,7 @@ from moesim.cli.output import describe_routing, emit_json, emit_table, writable_
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.loading import validate_data
 from moesim.config.prefill import POLICY_NAMES, PREFETCH_POINTS, PrefillRun, build_policy
+from moesim.cost.uncertainty import budget_warning
 from moesim.errors import InputError
 from moesim.files import write_json_atomic
 from moesim.results import PrefillMetrics
@@ -77,6 +78,9 @@ def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy
 def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
     """Print a prefill result as ``moesim prefill`` does: a table, or its JSON."""
     m = metrics.model_dump(mode="json")
+    if m["memory_interval_over_budget"]:     # the budget check's decision (docs/metrics.md): warn, not refuse
+        click.echo("warning: " + budget_warning(m["peak_memory_gib_interval"], m["config"]["memory_budget_gib"]),
+                   err=True)
     if as_json:
         emit_json(m)
         return

@@ -18,11 +18,45 @@ from moesim.plotting import check_figure_path, pyplot, save_figure
 from moesim.results import SpecDecodeMetrics
 from moesim.simulate.specdecode import gamma_sweep, gpu_profile, simulate_specdecode
 
-__all__ = ["specdecode", "show_specdecode", "plot_sweep"]
+__all__ = ["specdecode", "show_specdecode", "plot_sweep", "describe_predictor", "predictor_name",
+           "check_ignored_options"]
 
 _ROWS = (("mean_active_experts", "{:.3f}"), ("acceptance_length", "{:.3f}"), ("hbm_bytes_per_step", "{:,.0f}"),
          ("t_draft_s", "{:.4f}"), ("t_pred_s", "{:.4f}"), ("t_verify_s", "{:.4f}"), ("t_step_s", "{:.4f}"),
          ("tokens_per_s", "{:.2f}"), ("speedup_vs_ar", "{:.3f}"), ("steps", "{:,}"))
+
+
+def check_ignored_options(given: set[str], values: dict[str, Any], selector: str | None, sweep: bool) -> None:
+    """Refuse an option the run would ignore: a predictor (or its time, or epsilon) under
+    confidence selection, a draft time at gamma 1, ``--gamma`` beside ``--gamma-sweep``."""
+    if sweep and "gamma" in given:
+        raise InputError("--gamma", "is replaced by --gamma-sweep's list: give one of them", values["gamma"])
+    if (selector or ("ecospec" if sweep else "confidence")) == "confidence":   # a sweep without one runs all three
+        for name in ("predictor", "epsilon", "t_pred_ms"):
+            if name in given:
+                raise InputError("--" + name.replace("_", "-"), "is read only by the cost-aware rules (--selector "
+                                 "ecospec or global-cost), not by confidence selection",
+                                 values[name])
+    if not sweep and "t_draft_ms" in given and values["gamma"] == 1:
+        raise InputError("--t-draft-ms", "needs gamma > 1 (gamma 1 verifies no draft)", values["t_draft_ms"])
+    if not sweep and "t_pred_ms" in given and values["gamma"] == 1:
+        raise InputError("--t-pred-ms", "needs gamma > 1 (gamma 1 verifies no draft)", values["t_pred_ms"])
+
+
+def predictor_name(config: dict[str, Any]) -> str:
+    """``learned (2 folds)``, ``accuracy 0.93``, ``oracle``: a resolved predictor's config in words."""
+    if config["kind"] == "learned":
+        return f"learned ({config['folds']} folds)"
+    if config["kind"] == "accuracy":
+        return f"accuracy {config['fraction']:g}"
+    return str(config["kind"])
+
+
+def describe_predictor(info: dict[str, Any], config: dict[str, Any]) -> str:
+    """The predictor line: which one, whether the rule used it, and where a default came from."""
+    used = "" if info["used"] else " (not used: confidence selection and gamma 1 need no predictor)"
+    source = f" [{info['source']}]" if info.get("default") else ""
+    return predictor_name(config) + used + source
 
 
 def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
@@ -50,7 +84,8 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
 @click.option("--selector", metavar="RULE", help=f"Draft selection rule: {', '.join(SELECTORS)} "
               "[default: confidence; all three with --gamma-sweep]")
 @click.option("--gamma", type=int, default=4, show_default=True, help="Tokens verified per step, root included.")
-@click.option("--predictor", default="oracle", show_default=True, help="oracle, learned[:FOLDS] or accuracy:P.")
+@click.option("--predictor", metavar="KIND", help="oracle, learned[:FOLDS] or accuracy:P [default: learned on the "
+              "model's real trace, else the EcoSpec paper's published accuracy for the model, else 0.80].")
 @click.option("--depth", type=int, default=3, show_default=True, help="Draft steps (tree depth).")
 @click.option("--width", type=int, default=2, show_default=True, help="Tokens kept per draft step.")
 @click.option("--draft-routing", default="mixture", show_default=True,
@@ -79,21 +114,27 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
 @click.option("--plot", type=click.Path(dir_okay=False), callback=writable_path,
               help="With --gamma-sweep: write E and speedup vs gamma.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def specdecode(model: str, device: str, trace_path: str | None, selector: str | None, gamma: int, predictor: str,
+def specdecode(model: str, device: str, trace_path: str | None, selector: str | None, gamma: int,
+               predictor: str | None,
                depth: int, width: int, draft_routing: str, epsilon: float, t_draft_ms: float | None,
                t_pred_ms: float | None, passes: int, batch_size: int, requests: str | None, drafter: str,
                draft_mu: float | None, temperature: float, seed: int,
                overrides: tuple[str, ...], gamma_sweep: str | None, plot: str | None, as_json: bool) -> None:
     """Simulate speculative decoding with draft trees and a selection rule (EcoSpec), batch 1 or more."""
+    source = click.get_current_context().get_parameter_source
+    given = {p for p in ("predictor", "epsilon", "t_pred_ms", "t_draft_ms", "gamma")
+             if source(p) not in (ParameterSource.DEFAULT, None)}
+    check_ignored_options(given, {"predictor": predictor, "epsilon": epsilon, "t_pred_ms": t_pred_ms,
+                                  "t_draft_ms": t_draft_ms, "gamma": gamma}, selector, gamma_sweep is not None)
     if drafter == "mtp":     # a one-token chain unless the user said otherwise
-        source = click.get_current_context().get_parameter_source
         depth, width = (1 if source("depth") == ParameterSource.DEFAULT else depth,
                         1 if source("width") == ParameterSource.DEFAULT else width)
         gamma = 2 if source("gamma") == ParameterSource.DEFAULT else gamma
         draft_mu = MTP_TOP1_LOGIT if draft_mu is None else draft_mu
     run = validate_data(SpecDecodeRun, {
         "model": model, "device": device, "trace": trace_path, "selector": selector or "confidence",
-        "gamma": gamma, "predictor": parse_predictor(predictor), "tree": {"depth": depth, "width": width},
+        "gamma": gamma, "predictor": None if predictor is None else parse_predictor(predictor),
+        "tree": {"depth": depth, "width": width},
         "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,
         "t_pred_ms": t_pred_ms, "passes": passes, "batch_size": batch_size, "requests": requests, "drafter": drafter,
         "seed": seed, "temperature": temperature,
@@ -118,8 +159,8 @@ def show_specdecode(metrics: SpecDecodeMetrics, as_json: bool) -> None:
     cfg, tr = m["config"], m["config"]["trace"]
     click.echo(f"{cfg['model']} on {cfg['device']}: draft {cfg['drafter']}, {cfg['selector']}, gamma {cfg['gamma']}, "
                f"batch {m['batch_size']}, T {m['temperature']:g}, tree "
-               f"{cfg['tree']['depth']} x {cfg['tree']['width']}, predictor {cfg['predictor']['kind']}, "
-               f"draft routing {cfg['routing']['kind']}")
+               f"{cfg['tree']['depth']} x {cfg['tree']['width']}, draft routing {cfg['routing']['kind']}")
+    click.echo(f"predictor: {describe_predictor(m['predictor'], cfg['predictor'])}")
     if cfg["overrides"]:
         click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
     click.echo(f"{describe_routing(tr)}, {tr['decode_tokens']:,} decode tokens x {cfg['passes']} passes")
@@ -135,8 +176,14 @@ def _sweep(run: SpecDecodeRun, profile: GPUServerProfile, gammas: list[int], sel
     if plot:
         plot_sweep(rows, plot, f"{run.model} on {profile.name}")
     if as_json:
-        emit_json({"sweep": rows, "config": {**run.model_dump(mode="json"), "device": profile.name}})
+        emit_json({"sweep": rows, "config": {**run.model_dump(mode="json"), "device": profile.name,
+                                             "predictor": rows[0]["predictor_config"]}})
         return
-    emit_table(["selector", "gamma", "E", "alpha", "t_verify_s", "tokens_per_s", "speedup"],
-               [(r["selector"], r["gamma"], f"{r['mean_active_experts']:.3f}", f"{r['acceptance_length']:.3f}",
+    pred = rows[0]["predictor_config"]
+    source = f" [{pred['source']}]" if pred["default"] else ""
+    click.echo(f"{run.model} on {profile.name}: predictor {predictor_name(pred)}{source} "
+               "(used by ecospec and global-cost above gamma 1)")
+    emit_table(["selector", "gamma", "predictor", "E", "alpha", "t_verify_s", "tokens_per_s", "speedup"],
+               [(r["selector"], r["gamma"], "-" if r["predictor"] is None else predictor_name(r["predictor_config"]),
+                 f"{r['mean_active_experts']:.3f}", f"{r['acceptance_length']:.3f}",
                  f"{r['t_verify_s']:.4f}", f"{r['tokens_per_s']:.2f}", f"{r['speedup_vs_ar']:.3f}") for r in rows])

@@ -83,7 +83,7 @@ class DecodeRun(Frozen):
         "graph", description="read groups from the co-activation graph, or by expert id (the naive layout)")
     spec: DecodeSpec = "none"
     gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root included")
-    epsilon: PositiveFloat = Field(1.0, description="the score's epsilon: P / (cost + epsilon)")
+    epsilon: PositiveFloat = Field(1.0, allow_inf_nan=False, description="the score's epsilon: P / (cost + epsilon)")
     tree: DraftTree = Field(default_factory=DraftTree)
     draft: DraftAccuracy = Field(default_factory=DraftAccuracy)
     temperature: Temperature = Field(0.0, description="sampling temperature: 0 (greedy) or 1 (rejection sampling)")
@@ -107,6 +107,11 @@ class DecodeRun(Frozen):
                              f"{self.tree.width} draft tree, got {self.gamma}")
         if self.cache_policy == "resident" and self.cache_GiB is not None:
             raise ValueError("cache_GiB must be unset with cache_policy 'resident' (every expert is in DRAM)")
+        if self.cache_policy == "none" and self.cache_GiB is not None:
+            raise ValueError("cache_GiB must be unset with cache_policy 'none' (no expert is cached)")
+        if self.prefetch != "none" and self.cache_policy in ("none", "resident"):
+            raise ValueError(f"prefetch {self.prefetch!r} needs an expert cache to read into (lru, lfu, pinned or "
+                             f"mmap), got cache_policy {self.cache_policy!r}")
         if self.read_group_size > 1 and self.cache_policy in ("mmap", "none", "resident"):
             raise ValueError(f"read_group_size > 1 needs an expert cache to hold the group (lru, lfu or pinned), "
                              f"got cache_policy {self.cache_policy!r}")

@@ -22,7 +22,7 @@ __all__ = ["SELECTORS", "Selector", "Temperature", "check_temperature", "DraftTr
            "AlternativeRouting", "DraftRouting", "OraclePredictor", "AccuracyPredictor", "LearnedPredictor",
            "Predictor", "SpecDecodeRun", "parse_predictor",
            "parse_routing", "FITTED_TOP1_LOGIT", "FITTED_CONTEXT_FREE_SHARE", "MTP_TOP1_LOGIT", "MTP_ACCEPTANCE",
-           "MTP_MODELS"]
+           "MTP_MODELS", "PUBLISHED_PREDICTOR_ACCURACY", "FALLBACK_PREDICTOR_ACCURACY", "default_predictor"]
 
 #: The draft selection rules (moesim.policies.specdecode.select): which tree nodes are verified.
 Selector = Literal["confidence", "ecospec", "global-cost"]
@@ -162,6 +162,31 @@ class LearnedPredictor(Frozen):
 
 Predictor = Annotated[OraclePredictor | AccuracyPredictor | LearnedPredictor, Field(discriminator="kind")]
 
+#: The top-k accuracy of the EcoSpec paper's expert predictors (they read the draft's hidden
+#: states): "80% for DeepSeek-V3.1, 82% for Qwen3-235B, 93% for GPT-OSS-120B" (BRIEF.md section 2).
+PUBLISHED_PREDICTOR_ACCURACY = {"deepseek-v3.1": 0.80, "qwen3-235b-a22b": 0.82, "gpt-oss-120b": 0.93}
+#: a model with neither a real trace nor a published figure: the lowest published accuracy (assumed)
+FALLBACK_PREDICTOR_ACCURACY = 0.80
+
+
+def default_predictor(model: str, real_trace: bool) -> tuple[LearnedPredictor | AccuracyPredictor, str]:
+    """The predictor of a run that names none, and why: what a runtime could really have.
+
+    ``learned`` (2 folds) on a real trace; else the published accuracy for the model; else
+    :data:`FALLBACK_PREDICTOR_ACCURACY`, labelled assumed. Never the oracle.
+
+    >>> default_predictor("qwen3-235b-a22b", real_trace=False)[0].fraction
+    0.82
+    """
+    if real_trace:
+        return LearnedPredictor(), "default: learned, cross-fitted on the model's real trace"
+    if model in PUBLISHED_PREDICTOR_ACCURACY:
+        return (AccuracyPredictor(fraction=PUBLISHED_PREDICTOR_ACCURACY[model]),
+                f"default: the EcoSpec paper's published predictor accuracy for {model} (no real trace)")
+    return (AccuracyPredictor(fraction=FALLBACK_PREDICTOR_ACCURACY),
+            f"default: assumed {FALLBACK_PREDICTOR_ACCURACY}, the lowest accuracy the EcoSpec paper published "
+            f"(no real trace and no published figure for {model})")
+
 
 class SpecDecodeRun(Frozen):
     """Everything one speculative-decoding simulation needs."""
@@ -173,12 +198,16 @@ class SpecDecodeRun(Frozen):
     gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root (bonus) token included")
     epsilon: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
         1.0, description="the score's epsilon: P / (cost + epsilon)")
-    predictor: Predictor = Field(default_factory=OraclePredictor)
+    predictor: Predictor | None = Field(
+        None, description="the expert predictor; None = the realistic default (default_predictor): learned on a "
+                          "real trace, else the model's published accuracy")
     tree: DraftTree = Field(default_factory=DraftTree)
     draft: DraftAccuracy = Field(default_factory=DraftAccuracy)
     routing: DraftRouting = Field(default_factory=MixtureRouting)
-    t_draft_ms: NonNegativeFloat | None = Field(None, description="draft time per step; None = published or estimated")
-    t_pred_ms: NonNegativeFloat | None = Field(None, description="predictor time per step; None = 4 ms when used")
+    t_draft_ms: Annotated[NonNegativeFloat, Field(allow_inf_nan=False)] | None = Field(
+        None, description="draft time per step; None = published or estimated")
+    t_pred_ms: Annotated[NonNegativeFloat, Field(allow_inf_nan=False)] | None = Field(
+        None, description="predictor time per step; None = 4 ms when used")
     passes: Annotated[int, Field(ge=1, le=100)] = Field(8, description="replays of the whole trace")
     requests: Annotated[str, Field(min_length=1)] | None = Field(
         None, description="replay only the trace's requests whose label contains this (a dataset: 'code', 'gsm8k')")

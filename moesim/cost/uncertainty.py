@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from moesim.config.device import UncertaintySection
 
-__all__ = ["time_interval_s", "memory_interval_gib"]
+__all__ = ["time_interval_s", "memory_interval_gib", "interval_over_budget", "budget_warning"]
 
 
 def time_interval_s(ttft_s: float, compute_busy_s: float, io_busy_s: float,
@@ -53,3 +53,21 @@ def memory_interval_gib(peak_gib: float, runtime_gib: float, u: UncertaintySecti
     low = peak_gib - runtime_gib + u.runtime_overhead_low_MiB / 1024
     high = peak_gib - runtime_gib + u.runtime_overhead_high_MiB / 1024
     return min(low, peak_gib), max(high, peak_gib)
+
+
+def interval_over_budget(interval: tuple[float, float] | None, budget_gib: float | None) -> bool | None:
+    """Whether the upper end of a peak-memory interval exceeds a memory budget (None: no budget
+    or no interval). The point estimate fits the budget by construction; its interval may not."""
+    if interval is None or budget_gib is None:
+        return None
+    return interval[1] > budget_gib
+
+
+def budget_warning(interval: tuple[float, float], budget_gib: float) -> str:
+    """The one warning line of a run whose 90% peak-memory interval passes its budget.
+
+    >>> budget_warning((1.9, 2.39), 2.0)
+    'peak memory 90% interval reaches 2.39 GiB, over the 2.00 GiB budget by 0.39 GiB (the point estimate fits)'
+    """
+    return (f"peak memory 90% interval reaches {interval[1]:.2f} GiB, over the {budget_gib:.2f} GiB budget by "
+            f"{interval[1] - budget_gib:.2f} GiB (the point estimate fits)")

@@ -19,6 +19,7 @@ from moesim.config.specdecode import AlternativeRouting
 from moesim.cost.memory import activation_bytes
 from moesim.cost.ops import attention_op, ffn_op, is_attention_layer, lm_head_op
 from moesim.cost.params import Backend, check_queue_depth, cpu_backend, npu_backend, ufs_params
+from moesim.cost.uncertainty import memory_interval_gib
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.policies.decode.cache import make_cache
@@ -71,7 +72,7 @@ def expert_bytes(run: DecodeRun, model: ModelSpec) -> int:
     return model.expert_bytes(recipe)
 
 
-def _cache_bytes(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, base_B: int) -> int:
+def _cache_bytes(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, base_B: int, notes: list[str]) -> int:
     n_keys = model.num_moe_layers * model.moe.num_routed_experts
     usable = int(device.memory.usable_GiB * GiB)
     if run.cache_policy == "resident":
@@ -82,12 +83,21 @@ def _cache_bytes(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, bas
         return need
     if run.cache_policy == "none":
         return 0
+    every = n_keys * expert_bytes(run, model)
     if run.cache_GiB is not None:
+        if run.cache_GiB * GiB > every:
+            raise InputError("cache_GiB", f"must be <= {every / GiB:.3f} GiB, all {n_keys:,} routed experts of "
+                             f"{model.name} in {run.expert_format} (a larger cache holds nothing more; --cache-policy "
+                             "resident keeps them all)", run.cache_GiB)
         return int(run.cache_GiB * GiB)
     left = usable - base_B
     if left <= 0:
         raise InputError("cache_GiB", f"has no room: {model.name}'s resident weights, KV cache and runtime need "
                          f"{base_B / GiB:.2f} GiB of the {device.memory.usable_GiB} GiB usable on {device.name}", None)
+    if left > every:   # the default never sizes a cache beyond the experts it could hold (docs/decode.md)
+        notes.append(f"cache: all {n_keys:,} routed experts of {model.name} fit in {every / GiB:.2f} GiB, so the "
+                     f"cache gets that, not the {left / GiB:.2f} GiB the device's DRAM leaves")
+        return every
     return left
 
 
@@ -239,7 +249,11 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     w = expert_bytes(run, model)
     memory = decode_memory(model, device, run)
     base_B = sum(memory.values())
-    cache_B = _cache_bytes(run, model, device, base_B)
+    notes: list[str] = []
+    cache_B = _cache_bytes(run, model, device, base_B, notes)
+    if run.read_group_size > n_exp:
+        raise InputError("read_group_size", f"must be <= the {n_exp} routed experts of a layer of {model.name}",
+                         run.read_group_size)
     slots = cache_B // w
     need = _max_set(run, model) + run.read_group_size - 1
     if run.cache_policy not in ("none", "resident") and slots < need:
@@ -278,14 +292,14 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     events = sim.run()
     return DecodeResult(_metrics(run, model, device, stats, unit, ufs_unit, steps, memory, cache_B, slots, n_pinned,
                                  queue_depth, backend, tr, keep, bounds, events, wall0, spec,
-                                 range(n_keys) if run.cache_policy == "resident" else pinned),
+                                 range(n_keys) if run.cache_policy == "resident" else pinned, notes),
                         spans=sim.recorder.frame(), accesses=stats.accesses)
 
 
 def _metrics(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, stats: DecodeStats, unit: Any,
              ufs_unit: Any, steps: DecodeSteps, memory: dict[str, int], cache_B: int, slots: int, n_pinned: int,
              queue_depth: int, backend: str, tr: RoutingTrace, keep: Any, bounds: Any, events: int, wall0: float,
-             spec: SpecSettings | None, preload: Any) -> DecodeMetrics:
+             spec: SpecSettings | None, preload: Any, notes: list[str]) -> DecodeMetrics:
     total_ns = max(sum(stats.step_ns), 1)
     tokens = sum(stats.emitted)
     accesses = stats.hits + stats.misses
@@ -316,6 +330,9 @@ def _metrics(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, stats: 
         belady_hit_rate=belady_measured / measured_keys if measured_keys else 0.0,
         ufs_bytes_per_token=io_B / tokens if tokens else 0.0,
         peak_memory_gib=peak / GiB,
+        peak_memory_gib_interval=(None if device.uncertainty is None else
+                                  memory_interval_gib(peak / GiB, memory["runtime"] / GiB, device.uncertainty)),
+        notes=notes,
         fits_device_memory=peak <= device.memory.usable_GiB * GiB,
         memory_gib={k: v / GiB for k, v in memory_all.items()},
         bubble_share=stats.bubble_ns / total_ns,

@@ -18,7 +18,7 @@ from moesim.cost.memory import MemoryBreakdown, prefill_memory
 from moesim.cost.ops import OpCost, layer_non_ffn, lm_head_op
 from moesim.cost.params import check_queue_depth, cpu_backend, npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
-from moesim.cost.uncertainty import memory_interval_gib, time_interval_s
+from moesim.cost.uncertainty import interval_over_budget, memory_interval_gib, time_interval_s
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.limits import check_prompt_tokens
@@ -146,6 +146,8 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
     metrics.update(_common(run, plan, memory, trace_info, device, events, wall, auto))
     metrics["tokens_per_s"] = run.tokens / metrics["ttft_s"] if metrics["ttft_s"] > 0 else 0.0
     metrics.update(_intervals(metrics, device, run.tokens))
+    metrics["memory_interval_over_budget"] = interval_over_budget(metrics.get("peak_memory_gib_interval"),
+                                                                  run.memory_budget_GiB)
     metrics.update(_energy(metrics, device, run.tokens, model, counts, plan))
     return PrefillResult(metrics=PrefillMetrics.model_validate(metrics), spans=sim.recorder.frame())
 

@@ -23,7 +23,14 @@ from moesim.config.decode import DecodeRun
 from moesim.config.device import GPUServerProfile
 from moesim.config.model import ModelSpec
 from moesim.config.profiles import AnyProfile, load_profile_of, override_profile, profile_hash
-from moesim.config.specdecode import AccuracyPredictor, DraftAccuracy, LearnedPredictor, SpecDecodeRun
+from moesim.config.specdecode import (
+    AccuracyPredictor,
+    DraftAccuracy,
+    LearnedPredictor,
+    OraclePredictor,
+    SpecDecodeRun,
+    default_predictor,
+)
 from moesim.cost.verify import (
     VerifyParams,
     ar_time,
@@ -46,7 +53,7 @@ from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, ReplayStats,
 
 __all__ = ["SpecDecodeResult", "simulate_specdecode", "gamma_sweep", "gpu_profile", "resolve_trace",
            "draft_at_temperature", "PUBLISHED_DRAFT_S", "DEFAULT_PRED_S", "SYNTHETIC_TOKENS", "Replayed", "replay_run",
-           "decode_runs"]
+           "decode_runs", "resolve_predictor"]
 
 #: EAGLE-3 draft time per step (3 draft steps) in the EcoSpec Transformers prototype on 8x H200
 #: (BRIEF.md section 6); used for ``transformers-loop`` runtimes, scaled by depth / 3.
@@ -125,10 +132,20 @@ def draft_at_temperature(draft: DraftAccuracy, model: str, temperature: float) -
     return draft.model_copy(update={"acceptance_scale": scale}), f"T=1/T=0 acceptance-length ratio {ratio}: {source}"
 
 
-def _predictor(run: SpecDecodeRun, experts: npt.NDArray[np.int16], bounds: tuple[tuple[int, int], ...],
+def resolve_predictor(run: SpecDecodeRun, trace: RoutingTrace,
+                      ) -> tuple[OraclePredictor | AccuracyPredictor | LearnedPredictor, dict[str, Any]]:
+    """The run's predictor, or the realistic default for its trace (``default_predictor``), and
+    its description: ``{"kind", ..., "default": bool, "source": str}``."""
+    if run.predictor is not None:
+        return run.predictor, {**run.predictor.model_dump(mode="json"), "default": False, "source": "given"}
+    pred, source = default_predictor(run.model, not trace.meta.synthetic)
+    return pred, {**pred.model_dump(mode="json"), "default": True, "source": source}
+
+
+def _predictor(run: SpecDecodeRun, pred: OraclePredictor | AccuracyPredictor | LearnedPredictor,
+               experts: npt.NDArray[np.int16], bounds: tuple[tuple[int, int], ...],
                token_ids: npt.NDArray[np.int32] | None, n_exp: int,
                rng: np.random.Generator) -> tuple[PredictFn, dict[str, Any]]:
-    pred = run.predictor
     if isinstance(pred, LearnedPredictor):
         fit = fit_learned(experts, list(bounds), token_ids, n_exp, run.tree.depth + 1, pred.folds)
 
@@ -189,10 +206,13 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replaye
     # two independent streams: the replay's draws do not depend on which predictor is used
     replay_seed, predictor_seed = np.random.SeedSequence(run.seed).spawn(2)
     predict: PredictFn | None = None
-    pred_info: dict[str, Any] = {"kind": run.predictor.kind, "used": False}
+    pred, described = resolve_predictor(run, trace)
+    pred_info: dict[str, Any] = {"kind": pred.kind, "used": False}
     if run.selector != "confidence" and run.gamma > 1:
-        predict, pred_info = _predictor(run, experts, bounds, token_ids, n_exp, np.random.default_rng(predictor_seed))
+        predict, pred_info = _predictor(run, pred, experts, bounds, token_ids, n_exp,
+                                        np.random.default_rng(predictor_seed))
         pred_info["used"] = True
+    pred_info.update(default=described["default"], source=described["source"], resolved=described)
     inputs = ReplayInputs(pack_sets(experts, n_exp), predict, bounds, model.num_moe_layers, model.moe.top_k)
     policy = ReplayPolicy(run.selector, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width),
                           draft_at_temperature(run.draft, model.name, run.temperature)[0], run.routing, run.passes,
@@ -219,6 +239,7 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
     resolved = run.model_dump(mode="json", include={"selector", "gamma", "epsilon", "passes", "tree", "draft",
                                                     "drafter", "routing", "predictor", "t_draft_ms", "t_pred_ms",
                                                     "requests"})
+    resolved["predictor"] = rep.predictor.pop("resolved")   # the predictor as resolved (the default named)
     metrics["config"] = SpecDecodeConfig(
         **run_config("specdecode", run, device.name, profile_hash(device), rep.trace), **resolved)
     metrics["sim"] = {"wall_s": wall, "steps_per_wall_s": metrics["steps"] / wall if wall > 0 else 0.0}
@@ -280,5 +301,7 @@ def gamma_sweep(run: SpecDecodeRun, gammas: Sequence[int], selectors: Sequence[s
             m = r.to_dict()
             rows.append({"selector": sel, "gamma": g, **{k: m[k] for k in (
                 "mean_active_experts", "acceptance_length", "hbm_bytes_per_step", "t_verify_s", "t_step_s",
-                "tokens_per_s", "speedup_vs_ar", "steps", "predictor_accuracy")}})
+                "tokens_per_s", "speedup_vs_ar", "steps", "predictor_accuracy")},
+                         "predictor": m["predictor"]["kind"] if m["predictor"]["used"] else None,
+                         "predictor_config": m["config"]["predictor"]})
     return rows

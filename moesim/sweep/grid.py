@@ -71,7 +71,8 @@ class SpecDecodeParams(_Params):
     selector: Selector = "confidence"
     gamma: Annotated[int, Field(ge=1, le=64)] = 4
     epsilon: PositiveFloat = 1.0
-    predictor: str = Field("oracle", description="oracle, learned[:FOLDS], accuracy:P")
+    predictor: str | None = Field(None, description="oracle, learned[:FOLDS], accuracy:P; None = the realistic "
+                                                    "default (learned on a real trace, else the published accuracy)")
     routing: str = Field("mixture", description="mixture[:SHARE], nearby[:WINDOW], request, trace, same-position")
     depth: Annotated[int, Field(ge=1, le=8)] = 3
     width: Annotated[int, Field(ge=1, le=8)] = 2

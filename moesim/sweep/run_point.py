@@ -38,7 +38,7 @@ def _prefill_run(params: dict[str, Any], overrides: dict[str, float]) -> Prefill
 
 def _specdecode_run(params: dict[str, Any], overrides: dict[str, float]) -> SpecDecodeRun:
     data = {k: v for k, v in params.items() if k not in ("predictor", "routing", "depth", "width")}
-    data["predictor"] = parse_predictor(params.get("predictor", "oracle"))
+    data["predictor"] = None if params.get("predictor") is None else parse_predictor(params["predictor"])
     data["routing"] = parse_routing(params.get("routing", "mixture"))
     data["tree"] = {k: params[k] for k in ("depth", "width") if k in params}
     return validate_data(SpecDecodeRun, {**data, "overrides": overrides})

@@ -58,10 +58,16 @@ def _option(command: str) -> st.SearchStrategy[list[str]]:
                    "--expert-format": st.sampled_from(["Q4_0", "MXFP4", "Q9"]),
                    "--backend": st.sampled_from(["cpu", "npu"]), "--warmup-tokens": _INTS,
                    "--predictor": st.sampled_from(["oracle", "trace", "accuracy:0.5", "accuracy:3", "z"]),
-                   "--memory-budget-gib": _FLOATS, "--autoconfig": st.just(""), "--timeline": _PATHS},
+                   "--memory-budget-gib": _FLOATS, "--autoconfig": st.just(""), "--timeline": _PATHS,
+                   # combinations that ignore or clamp an option (issue 23): refused with one line
+                   "--depth": _INTS, "--width": _INTS, "--pinned-by": st.sampled_from(["graph", "frequency"]),
+                   "--read-grouping": st.sampled_from(["graph", "id"]), "--draft-mu": _FLOATS,
+                   "--draft-routing": st.sampled_from(["mixture", "nearby:8", "alternative", "q"])},
         "specdecode": {"--gamma": _INTS, "--passes": _INTS, "--predictor": st.sampled_from(["oracle", "accuracy:2",
                                                                                             "accuracy:0.9", "x"]),
-                       "--gamma-sweep": st.sampled_from(["", "1,2", "0", "a"])},
+                       "--gamma-sweep": st.sampled_from(["", "1,2", "0", "a"]),
+                       "--selector": st.sampled_from(["confidence", "ecospec", "global-cost", "w"]),
+                       "--epsilon": _FLOATS, "--t-pred-ms": _FLOATS, "--t-draft-ms": _FLOATS},
     }[command]
     if command == "specdecode":
         common = {"--seed": _INTS, "--set": st.sampled_from(["runtime.per_step_fixed_ms=1", "runtime.nope=1"])}
@@ -84,6 +90,8 @@ def command_lines(draw: st.DrawFn) -> list[str]:
         args += [] if "--model" in args else ["--model", "olmoe-1b-7b"]
         if "--tokens" not in args:
             args += ["--tokens", "4"]
+        if "--autoconfig" in args and "--cache-policy" not in args:
+            args += ["--cache-policy", "lru"]   # one policy's 10 settings, not three policies' 30
     return args
 
 
@@ -124,6 +132,34 @@ def test_fuzzed_command_lines_end_cleanly(args: list[str], capsys: pytest.Captur
             assert any("cannot run" not in row for row in rows), f"{args}: exit 0 and no row ran"
 
     _ends_cleanly(args, capsys, after=some_row_ran)
+
+
+#: decode options that a combination ignores, and the combination that ignores them (issue 23)
+_IGNORED = {"--gamma": "3", "--depth": "2", "--width": "3", "--draft-routing": "nearby:8", "--draft-mu": "1.5",
+            "--temperature": "1", "--predictor": "oracle", "--pinned-share": "0.3", "--pinned-by": "frequency",
+            "--read-grouping": "id"}
+
+
+@st.composite
+def ignored_decode_options(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """An option that nothing in the rest of the command line reads, and the command line."""
+    option = draw(st.sampled_from(sorted(_IGNORED)))
+    policy = draw(st.sampled_from(["lru", "lfu"] if option.startswith("--pinned") else ["lru", "lfu", "pinned"]))
+    args = ["decode", "--model", "olmoe-1b-7b", "--tokens", "4", "--cache-policy", policy, option, _IGNORED[option]]
+    if option not in ("--predictor",) and draw(st.booleans()):
+        args += ["--prefetch", "next-layer"]          # a prefetch reads none of these either
+    return option, args
+
+
+@CLI_SETTINGS
+@given(case=ignored_decode_options())
+def test_an_ignored_decode_option_is_refused_by_name(case: tuple[str, list[str]],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    option, args = case
+    capsys.readouterr()
+    code = main(args)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith(f"moesim: error: {option} ") and len(err.splitlines()) == 1, (args, err)
 
 
 _NUMBER = re.compile(r"^([a-z_0-9A-Z]+) = (-?[0-9.eE+]+)$", re.M)

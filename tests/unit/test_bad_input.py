@@ -3,6 +3,7 @@ before any work starts or any file is written; a missing tool is a skip, never a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,34 @@ BAD = [
     (("specdecode", "--seed", "-1"), "seed must be greater than or equal to 0"),
     (("specdecode", "--gamma-sweep", ""), "--gamma-sweep must be comma-separated integers"),
     (("sweep", "grid.toml", "-o", "/proc/x.parquet"), "-o must name a file"),
+    # issue 23: an option the combination would ignore or clamp is refused, naming the option
+    (("decode", "--depth", "0", "--spec", "confidence"), "--depth must be an integer in 1..8"),
+    (("decode", "--depth", "3"), "--depth applies to speculative decoding only"),
+    (("decode", "--gamma", "3"), "--gamma applies to speculative decoding only"),
+    (("decode", "--width", "2"), "--width applies to speculative decoding only"),
+    (("decode", "--temperature", "1"), "--temperature applies to speculative decoding only"),
+    (("decode", "--draft-mu", "1"), "--draft-mu applies to speculative decoding only"),
+    (("decode", "--cache-gib", "2", "--cache-policy", "none"), "cache_GiB must be unset with cache_policy 'none'"),
+    (("decode", "--model", "olmoe-1b-7b", "--cache-gib", "500"), "cache_GiB must be <= 3.375 GiB, all 1,024"),
+    (("decode", "--model", "olmoe-1b-7b", "--read-group-size", "100", "--cache-gib", "1"),
+     "read_group_size must be <= the 64 routed experts of a layer of olmoe-1b-7b"),
+    (("decode", "--read-grouping", "id"), "--read-grouping needs --read-group-size > 1"),
+    (("decode", "--pinned-share", "0.2"), "--pinned-share applies to --cache-policy pinned only (here lru)"),
+    (("decode", "--pinned-by", "frequency", "--cache-policy", "lfu"), "--pinned-by applies to --cache-policy pinned"),
+    (("decode", "--predictor", "oracle"), "--predictor is read only by --prefetch next-layer and by --spec"),
+    (("decode", "--predictor", "oracle", "--spec", "confidence"), "--predictor is read only by"),
+    (("decode", "--prefetch", "next-layer", "--cache-policy", "none"), "prefetch 'next-layer' needs an expert cache"),
+    (("decode", "--autoconfig", "--spec", "cache-aware"), "--spec is chosen by --autoconfig"),
+    (("decode", "--autoconfig", "--cache-gib", "3"), "--cache-gib is chosen by --autoconfig"),
+    (("decode", "--autoconfig", "--gamma", "3"), "--gamma is chosen by --autoconfig"),
+    (("decode", "--autoconfig", "--prefetch", "next-layer"), "--prefetch is chosen by --autoconfig"),
+    (("specdecode", "--predictor", "oracle"), "--predictor is read only by the cost-aware rules"),
+    (("specdecode", "--epsilon", "2"), "--epsilon is read only by the cost-aware rules"),
+    (("specdecode", "--t-pred-ms", "2"), "--t-pred-ms is read only by the cost-aware rules"),
+    (("specdecode", "--selector", "ecospec", "--epsilon", "inf"), "epsilon must be a finite number"),
+    (("specdecode", "--selector", "ecospec", "--t-pred-ms", "inf"), "t_pred_ms must be a finite number"),
+    (("specdecode", "--gamma", "1", "--t-draft-ms", "3"), "--t-draft-ms needs gamma > 1"),
+    (("specdecode", "--gamma-sweep", "1,2", "--gamma", "3"), "--gamma is replaced by --gamma-sweep's list"),
 ]
 
 
@@ -279,3 +308,16 @@ def test_unreachable_scheduler_leaves_nothing(run_cli, tmp_path: Path) -> None: 
     res = run_cli("sweep", str(grid), "-o", str(tmp_path / "o.parquet"), "--scheduler", "127.0.0.1:99999")
     assert res.code == 2 and "(port 99999 is outside 1-65535)" in res.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml"]
+
+
+def test_budget_below_the_memory_interval_warns_and_flags(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("prefill", "--tokens", "64", "--memory-budget-gib", "0.7", "--json")
+    assert res.code == 0, res.err
+    m = json.loads(res.out)
+    lo, hi = m["peak_memory_gib_interval"]
+    assert m["peak_memory_gib"] <= 0.7 < hi and m["memory_interval_over_budget"] is True
+    assert res.err.strip() == (f"warning: peak memory 90% interval reaches {hi:.2f} GiB, over the 0.70 GiB budget "
+                               f"by {hi - 0.7:.2f} GiB (the point estimate fits)")
+    roomy = run_cli("prefill", "--tokens", "64", "--memory-budget-gib", "5", "--json")
+    assert json.loads(roomy.out)["memory_interval_over_budget"] is False and "warning: peak" not in roomy.err
+    assert json.loads(run_cli("prefill", "--tokens", "64", "--json").out)["memory_interval_over_budget"] is None

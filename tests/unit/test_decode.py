@@ -166,3 +166,56 @@ def test_autoconfig_choice_matches_the_exhaustive_sweep() -> None:
     choice = choose(base, 1.5)
     best = max(r["tokens_per_s"] for r in exhaustive(base, 1.5))
     assert choice.tokens_per_s >= 0.95 * best
+
+
+# ----- issue 23: no silent clamps; the auto-configurator searches the cache policies ----------
+def test_the_default_cache_stops_at_all_the_experts_and_says_so() -> None:
+    spec = load_model(MODEL)
+    every = spec.num_moe_layers * spec.moe.num_routed_experts * spec.expert_bytes("q4_0") / 2**30
+    m = simulate_decode(DecodeRun(model=MODEL, tokens=4), TRACE).metrics
+    assert m.config.cache_gib == pytest.approx(every) and m.config.cache_slots == 1024
+    assert len(m.notes) == 1 and "all 1,024 routed experts of olmoe-1b-7b fit" in m.notes[0]
+    assert not simulate_decode(run(tokens=4), TRACE).metrics.notes       # a given cache needs no note
+    lo, hi = m.peak_memory_gib_interval or (0.0, 0.0)
+    assert lo <= m.peak_memory_gib <= hi and hi > lo
+
+
+def test_autoconfig_searches_the_cache_policies() -> None:
+    from moesim.autoconfig.decode import SEARCHED_POLICIES, candidates, choose, policies_for
+
+    base = DecodeRun(model=MODEL, tokens=8)
+    assert policies_for(base, 1.5) == SEARCHED_POLICIES
+    assert policies_for(base, 10.0) == (*SEARCHED_POLICIES, "resident")     # 3.4 GiB of experts fit
+    assert policies_for(base, 1.5, "mmap") == ("mmap",)
+    assert len(candidates(("lru", "resident"))) == 10 + 5                   # nothing to prefetch into
+    choice = choose(base, 1.5, screen_tokens=4, policies=("lru", "lfu"))
+    assert {r["cache_policy"] for r in choice.table} == {"lru", "lfu"} and len(choice.table) == 20
+    full = [r for r in choice.table if r["tokens_per_s"] is not None]
+    best = max(full, key=lambda r: r["tokens_per_s"])
+    assert (choice.run.cache_policy, choice.run.prefetch, choice.run.spec) == (
+        best["cache_policy"], best["prefetch"], best["spec"])
+
+
+def test_autoconfig_cli_defaults_the_budget_and_warns_past_the_memory_interval(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("decode", "--model", MODEL, "--tokens", "4", "--autoconfig", "--cache-policy", "lfu",
+                  "--memory-budget-gib", "2", "--json")
+    assert res.code == 0, res.err
+    out = json.loads(res.out)
+    assert out["policies_searched"] == ["lfu"] and out["choice"]["cache_policy"] == "lfu"
+    iv = out["result"]["peak_memory_gib_interval"]
+    assert out["memory_interval_over_budget"] is True and iv[1] > 2.0 >= out["result"]["peak_memory_gib"]
+    assert f"warning: peak memory 90% interval reaches {iv[1]:.2f} GiB, over the 2.00 GiB budget by " in res.err
+    text = run_cli("decode", "--model", MODEL, "--tokens", "4", "--autoconfig", "--cache-policy", "lru")
+    assert text.code == 0, text.err
+    assert "note: memory budget: the 15.1 GiB usable on sd8-elite-gen5 (no --memory-budget-gib given)" in text.err
+    assert "chosen under 15.1 GiB: lru cache" in text.out
+
+
+def test_backend_help_agrees_with_decode_md(run_cli) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    text = " ".join(run_cli("decode", "--help").out.split())
+    assert "solved from two measured dense decodes, not the prefill fit" in text
+    doc = " ".join((Path(__file__).parents[2] / "docs" / "decode.md").read_text().split())
+    assert "both numbers are the exact solve of **two measured dense decode rates**" in doc
+    assert "not the prefill tile pipeline" in doc

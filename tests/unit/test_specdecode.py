@@ -183,7 +183,7 @@ def test_same_seed_same_result_and_ar_is_top_k(small_trace) -> None:  # type: ig
 
 
 def test_metrics_are_consistent(small_trace) -> None:  # type: ignore[no-untyped-def]
-    m = simulate_specdecode(_run(selector="global-cost"), small_trace).to_dict()
+    m = simulate_specdecode(_run(selector="global-cost", predictor={"kind": "oracle"}), small_trace).to_dict()
     assert m["t_step_s"] == pytest.approx(m["t_draft_s"] + m["t_pred_s"] + m["t_verify_s"])
     assert m["t_pred_s"] == 0.004 and m["predictor_accuracy"] == 1.0
     assert 1.0 <= m["acceptance_length"] <= 4.0 and 8.0 <= m["mean_active_experts"] <= 32.0
@@ -260,7 +260,7 @@ def test_cli_sweep_and_table(spec_cli, trace_file: Path, tmp_path: Path) -> None
 @pytest.mark.parametrize(("args", "needle"), [
     (["--gamma", "0"], "gamma must be greater than 0"),
     (["--selector", "fastest"], "selector must be"),
-    (["--predictor", "accuracy:2"], "predictor must be oracle"),
+    (["--selector", "ecospec", "--predictor", "accuracy:2"], "predictor must be oracle"),
     (["--device", "sd8-elite-gen5"], "must be a gpu-server profile"),
     (["--gamma-sweep", "0,2"], "--gamma-sweep must be comma-separated integers >= 1"),
 ])
@@ -393,3 +393,49 @@ def test_temperature_one_lowers_acceptance_by_the_published_ratio_on_a_chain() -
     assert t1.acceptance_length / t0.acceptance_length == pytest.approx(t1_ratio("gpt-oss-120b")[0], abs=0.02)
     with pytest.raises(ValueError, match="temperature must be 0 or 1"):
         SpecDecodeRun.model_validate({**base, "temperature": 0.7})
+
+
+# ----- issue 23: the default predictor is a realistic one, and every output names it ---------
+def test_default_predictor_is_learned_on_a_real_trace_else_the_published_accuracy() -> None:
+    from moesim.config.specdecode import FALLBACK_PREDICTOR_ACCURACY, default_predictor
+
+    assert default_predictor("gpt-oss-120b", real_trace=True)[0].kind == "learned"
+    assert default_predictor("gpt-oss-120b", real_trace=False)[0].model_dump() == {"kind": "accuracy",
+                                                                                   "fraction": 0.93}
+    assert default_predictor("deepseek-v3.1", real_trace=False)[0].model_dump()["fraction"] == 0.80
+    fallback, why = default_predictor("olmoe-1b-7b", real_trace=False)
+    assert fallback.model_dump()["fraction"] == FALLBACK_PREDICTOR_ACCURACY and "assumed" in why
+    assert SpecDecodeRun().predictor is None     # never the oracle unless asked for
+
+
+def test_a_run_without_a_predictor_uses_the_default_and_records_it(small_trace) -> None:  # type: ignore[no-untyped-def]
+    m = simulate_specdecode(_run(selector="ecospec"), small_trace).to_dict()
+    learned = simulate_specdecode(_run(selector="ecospec", predictor={"kind": "learned"}), small_trace).to_dict()
+    assert small_trace.meta.synthetic is False     # a trace read as real: the learned predictor
+    assert m["predictor"]["kind"] == "learned" and m["predictor"]["default"] is True and m["predictor"]["used"]
+    assert m["config"]["predictor"] == {"kind": "learned", "folds": 2, "default": True,
+                                        "source": m["predictor"]["source"]}
+    assert m["config"]["run"]["predictor"] is None   # rerun resolves it again, the same way
+    for key in ("mean_active_experts", "acceptance_length", "speedup_vs_ar", "predictor_accuracy"):
+        assert m[key] == learned[key]
+    oracle = simulate_specdecode(_run(selector="ecospec", predictor={"kind": "oracle"}), small_trace).to_dict()
+    assert oracle["predictor_accuracy"] == 1.0 > m["predictor_accuracy"]   # the old default flattered
+
+
+def test_every_output_names_the_predictor(spec_cli, trace_file: Path) -> None:  # type: ignore[no-untyped-def]
+    base = ("specdecode", "--model", "olmoe-1b-7b", "--trace", str(trace_file), "--passes", "1")
+    text = spec_cli(*base, "--selector", "ecospec")
+    assert text.code == 0, text.err
+    assert "predictor: learned (2 folds) [default: learned, cross-fitted on the model's real trace]" in text.out
+    plain = spec_cli(*base)
+    assert "predictor: learned (2 folds) (not used: confidence selection" in plain.out
+    given = spec_cli(*base, "--selector", "ecospec", "--predictor", "accuracy:0.9", "--json")
+    assert json.loads(given.out)["config"]["predictor"] == {"kind": "accuracy", "fraction": 0.9, "default": False,
+                                                            "source": "given"}
+    sweep = spec_cli(*base, "--gamma-sweep", "1,2")
+    assert sweep.code == 0, sweep.err
+    assert "predictor learned (2 folds)" in sweep.out.splitlines()[0]
+    header = sweep.out.splitlines()[1].split()
+    assert header[:3] == ["selector", "gamma", "predictor"]
+    rows = json.loads(spec_cli(*base, "--gamma-sweep", "1,2", "--json").out)["sweep"]
+    assert [r["predictor"] for r in rows] == [None, None, None, "learned", None, "learned"]

@@ -229,7 +229,7 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
         raise InputError("draft-routing", "alternative is not supported by decode (use mixture, nearby, request, "
                          "trace or same-position)", "alternative")
     model = load_model(run.model)
-    device = mobile_profile(profile if profile is not None else run.device, run.overrides)
+    device = mobile_profile(profile if profile is not None else run.device, run.overrides, "decode")
     tr = resolve_trace(run, model, trace)
     keep, bounds = decode_runs(tr)
     experts, n_exp = tr.experts[keep], model.moe.num_routed_experts

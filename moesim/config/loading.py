@@ -14,7 +14,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from moesim.errors import InputError
 
-__all__ = ["read_toml", "validate_data", "validate_union", "input_error_from"]
+__all__ = ["read_toml", "validate_data", "validate_union", "input_error_from", "check_own_name", "file_ref"]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -109,3 +109,22 @@ def read_toml(path: Path) -> dict[str, Any]:
                          source=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError("TOML", f"is malformed ({exc})", show_value=False, source=str(path)) from None
+
+
+def check_own_name(name: str, path: Path, bundled: Path, what: str) -> None:
+    """A data file given by path may not take the name of a bundled one (``bundled`` is that
+    folder): results, stored profiles and real traces are matched by name, so a copy called
+    ``h200x8-hf`` would be taken for the bundled profile. The bundled file itself passes."""
+    own = bundled / f"{name}.toml"
+    if own.is_file() and path.resolve() != own.resolve():
+        raise InputError("name", f"must not be a bundled {what}'s name (results and real traces are matched by "
+                         f"name): rename it, e.g. {name + '-custom'!r}", name, source=str(path))
+
+
+def file_ref(text: str, bundled: list[str]) -> str:
+    """How a result stores a model or device reference: a bundled name as written, a file path
+    made absolute, so that ``moesim rerun`` finds the file from any folder."""
+    if text in bundled:
+        return text
+    path = Path(text)
+    return str(path.resolve()) if path.suffix == ".toml" or path.exists() else text

@@ -48,12 +48,13 @@ def default_trace(model_name: str) -> Any:
 
 
 @cache
-def _synthetic(model_name: str, n_tokens: int, seed: int) -> Any:
+def _synthetic(model: ModelSpec, n_tokens: int, seed: int) -> Any:
     """Generated routing for a model without a real trace (the generator's default statistics:
-    medians of the real full-layer traces; ``meta.synth`` records them)."""
+    medians of the real full-layer traces; ``meta.synth`` records them). Keyed by the model's
+    shape, not its name, so that a model file outside the catalog gets routing of its own."""
     from moesim.traces import synthesize
 
-    return synthesize(model_name, n_tokens, seed=seed)
+    return synthesize(model, n_tokens, seed=seed)
 
 
 def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: Any = None, path: str | None = None,
@@ -69,7 +70,7 @@ def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: Any = None, path: 
     if trace is None and model.name == BUNDLED_MODEL:
         trace = read_trace(bundled_trace_path())
     if trace is None:
-        trace = _synthetic(model.name, n_tokens, seed)
+        trace = _synthetic(model, n_tokens, seed)
     if trace.meta.model != model.name:
         from moesim.errors import InputError
 

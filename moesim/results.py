@@ -10,8 +10,8 @@ workloads; ``moesim rerun RESULT.json`` re-runs a saved result from that alone. 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd

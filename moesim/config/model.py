@@ -146,7 +146,8 @@ class MoEShape(Frozen):
 
     num_routed_experts: Annotated[int, Field(ge=2, le=MAX_EXPERTS)] = Field(
         description="per MoE layer; published: Switch-C 2,048, Qwen3-Next 512, DeepSeek-V3 256")
-    top_k: PositiveInt = Field(le=MAX_TOP_K, description="experts a token is routed to; published: at most 10 (Qwen3-Next)")
+    top_k: PositiveInt = Field(le=MAX_TOP_K,
+                               description="experts a token is routed to; published: at most 10 (Qwen3-Next)")
     expert_intermediate_size: PositiveInt = Field(le=MAX_INTERMEDIATE, description=_INTER_NOTE)
     num_shared_experts: int = Field(0, ge=0, le=MAX_SHARED, description="published: DeepSeek-V2 2, "
                                                                         "DeepSeekMoE-16B 2")

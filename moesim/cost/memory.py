@@ -60,11 +60,11 @@ def arena_refusal(base: MemoryBreakdown, *, model: str, device: str, tokens: int
                   group_size: int | None = None, banks: int | None = None,
                   overridden: Collection[str] = ()) -> InputError:
     """Why no expert arena fits, as the error that names the number the user (or the profile,
-    or the model file) set: in this order, a budget below the memory outside the arena plus the
-    smallest arena; memory outside the arena over the device's usable DRAM (blamed on the
-    prompt's length, the model's weights or the runtime overhead, whichever is largest); the
-    profile's mappable arena below the smallest arena; a fixed ``banks`` or ``group_size``
-    whose smallest arena exceeds what is left."""
+    or the model file) set: in this order, memory outside the arena over the device's usable DRAM
+    (blamed on the prompt's length, the model's weights or the runtime overhead, whichever is
+    largest, since no budget can help); a budget below the memory outside the arena plus the
+    smallest arena; the profile's mappable arena below the smallest arena; a fixed ``banks`` or
+    ``group_size`` whose smallest arena exceeds what is left."""
     def origin(field: str) -> str:
         return f"--set on profile {device}" if field in overridden else f"profile {device}"
 
@@ -74,11 +74,6 @@ def arena_refusal(base: MemoryBreakdown, *, model: str, device: str, tokens: int
     device_room = usable_B - base.total_B
     parts = (f"resident weights {_gib(base.weights_B)}, activations {_gib(base.activations_B)}, "
              f"KV cache {_gib(base.kv_cache_B)}, runtime {_gib(base.runtime_B)}")
-    if budget_GiB is not None and int(budget_GiB * GiB) <= usable_B and int(budget_GiB * GiB) - base.total_B < smallest:
-        room = int(budget_GiB * GiB) - base.total_B
-        return InputError("memory_budget_GiB", f"must be >= {(base.total_B + smallest) / GiB:.3f} GiB for {model} at "
-                          f"{tokens} tokens: outside the arena it needs {_gib(base.total_B)} ({parts}), leaving "
-                          f"{_gib(max(room, 0))} for an arena of at least {_gib(smallest)} (2 banks x 1 expert)", budget_GiB)
     if device_room < smallest:
         over = (f"{model} at {tokens} tokens needs {_gib(base.total_B)} outside the arena ({parts}) + the smallest "
                 f"arena {_gib(smallest)}, over memory.usable_GiB = {usable_GiB:g} ({origin('memory.usable_GiB')})")
@@ -91,6 +86,12 @@ def arena_refusal(base: MemoryBreakdown, *, model: str, device: str, tokens: int
                               f"room for the model: {over}", base.runtime_B / MiB)
         return InputError("model", f"does not fit {device}: its resident weights alone take "
                           f"{_gib(base.weights_B)}; {over}", model)
+    if budget_GiB is not None and int(budget_GiB * GiB) <= usable_B and int(budget_GiB * GiB) - base.total_B < smallest:
+        room = int(budget_GiB * GiB) - base.total_B
+        return InputError("memory_budget_GiB", f"must be >= {(base.total_B + smallest) / GiB:.3f} GiB for {model} at "
+                          f"{tokens} tokens: outside the arena it needs {_gib(base.total_B)} ({parts}), leaving "
+                          f"{_gib(max(room, 0))} for an arena of at least {_gib(smallest)} (2 banks x 1 expert)",
+                          budget_GiB)
     if mapped_B < smallest:
         return InputError("arena.max_mapped_GiB", f"({origin('arena.max_mapped_GiB')}) must hold the smallest "
                           f"arena of {model}, 2 banks x 1 expert = {_gib(smallest)}", max_mapped_GiB)
@@ -103,8 +104,9 @@ def arena_refusal(base: MemoryBreakdown, *, model: str, device: str, tokens: int
                        "leaves for the arena"))
     _, what = min(limits, key=lambda item: item[0])
     if banks is not None:
-        return InputError("banks", f"needs {_gib(need)} of arena with {group_size or 1} expert(s) a group "
-                          f"({expert_B / MiB:.2f} MiB each), over {what}", banks)
+        return InputError("banks", f"needs {_gib(need)} of arena even with groups of {group_size or 1} "
+                          f"expert{'s' if (group_size or 1) > 1 else ''} ({expert_B / MiB:.2f} MiB each), over {what}",
+                          banks)
     field, value = ("group_size", group_size) if group_size is not None else ("arena", need)
     return InputError(field, f"needs {_gib(need)} of arena with 2 banks ({expert_B / MiB:.2f} MiB an expert), "
                       f"over {what}", value)

@@ -71,16 +71,17 @@ def base_memory(model: ModelSpec, device: MobileNPUProfile, n_tokens: int, route
     return _non_arena_memory(model, device, run, "estream", routed_max)
 
 
-def _budget_check(run: PrefillRun, base: MemoryBreakdown, min_arena_B: int) -> int | None:
+def _budget_check(run: PrefillRun, base: MemoryBreakdown, min_arena_B: int, usable_GiB: float) -> int | None:
     if run.memory_budget_GiB is None:
         return None
     budget_B = int(run.memory_budget_GiB * GiB)
     need = base.total_B + min_arena_B
     if budget_B < need:
+        over = f", more than the device's memory.usable_GiB = {usable_GiB:g}" if need > usable_GiB * GiB else ""
         raise InputError("memory_budget_GiB", f"must be >= {need / GiB:.3f} GiB for {run.model} at {run.tokens} "
                          f"tokens with policy {run.policy.kind} (resident {base.weights_B / GiB:.3f} + activations "
                          f"{base.activations_B / GiB:.3f} + KV {base.kv_cache_B / GiB:.3f} + runtime "
-                         f"{base.runtime_B / GiB:.3f} + smallest arena {min_arena_B / GiB:.3f})",
+                         f"{base.runtime_B / GiB:.3f} + smallest arena {min_arena_B / GiB:.3f}){over}",
                          run.memory_budget_GiB)
     return budget_B - base.total_B
 
@@ -115,7 +116,7 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
     min_arena = {"estream": 2 * w, "naive": w, "layer-b2": 2 * w * model.moe.num_routed_experts}.get(kind, 0)
     if kind == "resident":
         min_arena = 0
-    arena_budget = _budget_check(run, base, min_arena)
+    arena_budget = _budget_check(run, base, min_arena, device.memory.usable_GiB)
     policy, auto = run.policy, None
     given_q = getattr(policy, "queue_depth", None)
     if given_q is not None:   # before the search, which sizes its tables by Q

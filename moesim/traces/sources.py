@@ -11,6 +11,7 @@ assembly record in the output says so (``repeated``).
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,18 +34,25 @@ REAL_SOURCES: dict[str, tuple[str, str]] = {
 }
 
 
-@cache
 def default_trace(model_name: str) -> Any:
     """The model's real trace, imported from the shared folder, or None when absent."""
-    from moesim.traces import import_trace, shared_traces_dir
+    from moesim.traces import shared_traces_dir
 
-    entry = REAL_SOURCES.get(model_name)
-    if entry is None:
+    if model_name not in REAL_SOURCES:
         return None
-    path = shared_traces_dir() / entry[0]
+    return _real_trace(model_name, shared_traces_dir())
+
+
+@cache
+def _real_trace(model_name: str, folder: Path) -> Any:
+    """Cached by the folder too: a changed $MOESIM_SHARED_TRACES is read again."""
+    from moesim.traces import import_trace
+
+    rel, fmt = REAL_SOURCES[model_name]
+    path = folder / rel
     if not path.exists():
         return None
-    return import_trace(path, entry[1], model_name)
+    return import_trace(path, fmt, model_name)
 
 
 @cache

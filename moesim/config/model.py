@@ -91,7 +91,7 @@ class GQAttention(Frozen):
             raise ValueError(
                 f"num_heads must be a multiple of num_kv_heads, got {self.num_heads} and {self.num_kv_heads}")
         if self.num_sliding_layers and self.sliding_window is None:
-            raise ValueError("sliding_window must be set when num_sliding_layers > 0, got None")
+            raise ValueError("sliding_window must be set when num_sliding_layers > 0 (it is not set)")
         return self
 
     def tensors(self, hidden: int) -> list[Tensor]:
@@ -218,12 +218,12 @@ class ModelSpec(Frozen):
         if self.num_dense_layers >= self.num_layers:
             raise ValueError(f"num_dense_layers must be < num_layers ({self.num_layers}), got {self.num_dense_layers}")
         if self.num_dense_layers and self.dense_intermediate_size is None:
-            raise ValueError("dense_intermediate_size must be set when num_dense_layers > 0, got None")
+            raise ValueError("dense_intermediate_size must be set when num_dense_layers > 0 (it is not set)")
         n_attn = self.attention.num_attention_layers
         if n_attn is not None and n_attn > self.num_layers:
             raise ValueError(f"attention.num_attention_layers must be <= num_layers ({self.num_layers}), got {n_attn}")
         if n_attn is not None and n_attn < self.num_layers and self.short_conv_kernel is None:
-            raise ValueError("short_conv_kernel must be set when some layers have no attention, got None")
+            raise ValueError("short_conv_kernel must be set when some layers have no attention (it is not set)")
         if self.total_params() > MAX_PARAMS:
             raise ValueError(f"num_layers x hidden_size x moe.num_routed_experts x moe.expert_intermediate_size "
                              f"(the shape) must give at most {MAX_PARAMS:.0e} weights (60x the largest published "

@@ -42,6 +42,9 @@ CAUSES = [
     (("prefill", "--tokens", "64", "--set", "htp.clock_GHz=2150"), ["htp.clock_GHz must be <= 10 (physical range"]),
     (("prefill", "--tokens", "64", "--memory-budget-gib", "0.3"), ["memory_budget_GiB must be >= ", "got 0.3"]),
     (("decode", "--device", "h200x8-hf"), ["device must be a mobile-npu profile for decode"]),
+    (("decode", "--model", "olmoe-1b-7b", "--context", "120000", "--tokens", "4"),
+     ["context + tokens + warmup_tokens (120000 + 4 + 0) must be fewer: the KV cache takes 14.65 GiB",
+      "over memory.usable_GiB = 15.1 (profile sd8-elite-gen5), got 120000"]),
 ]
 
 

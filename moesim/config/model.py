@@ -67,9 +67,9 @@ MAX_SHARED = 64
 MAX_INTERMEDIATE = 262_144
 MAX_CONV_KERNEL = 64
 MAX_PARAMS = 10**14     # 100 T weights: 60x the largest published (Switch-C, 1.6 T)
-_HEADS_NOTE = "published: at most 128 (Llama-3.1-405B, DeepSeek-V3)"
-_HEAD_DIM_NOTE = "published: at most 256 (Gemma)"
-_INTER_NOTE = "FFN width; published: PaLM-540B 73,728 (dense), Grok-1 32,768 (expert)"
+_HEADS_NOTE = "published: at most 128, Llama-3.1-405B and DeepSeek-V3"
+_HEAD_DIM_NOTE = "published: at most 256, Gemma"
+_INTER_NOTE = "FFN width; published: PaLM-540B dense 73,728, Grok-1 expert 32,768"
 
 
 class GQAttention(Frozen):
@@ -82,7 +82,7 @@ class GQAttention(Frozen):
     num_attention_layers: Annotated[int, Field(gt=0, le=MAX_LAYERS)] | None = Field(
         None, description="layers with attention; the others are short-conv (LFM2). None = all")
     sliding_window: Annotated[int, Field(gt=0, le=MAX_WINDOW)] | None = Field(
-        None, description="window of sliding layers, tokens (at most 2**24: a context of 16M tokens)")
+        None, description="window of sliding layers, tokens; at most 2**24, a context of 16M tokens")
     num_sliding_layers: int = Field(0, ge=0, le=MAX_LAYERS, description="how many attention layers slide")
 
     @model_validator(mode="after")
@@ -114,8 +114,8 @@ class MLAttention(Frozen):
     kind: Literal["mla"] = "mla"
     num_heads: PositiveInt = Field(le=MAX_HEADS, description=_HEADS_NOTE)
     q_lora_rank: Annotated[int, Field(gt=0, le=MAX_HIDDEN)] | None = Field(
-        None, description="None: queries are not low-rank (DeepSeek-V3: 1,536; at most the largest hidden size)")
-    kv_lora_rank: PositiveInt = Field(le=MAX_HIDDEN, description="DeepSeek-V2/V3: 512; at most the largest hidden size")
+        None, description="None: queries are not low-rank; DeepSeek-V3: 1,536, at most the largest hidden size")
+    kv_lora_rank: PositiveInt = Field(le=MAX_HIDDEN, description="DeepSeek-V2/V3: 512, at most the largest hidden size")
     qk_nope_head_dim: PositiveInt = Field(le=MAX_HEAD_DIM, description=_HEAD_DIM_NOTE)
     qk_rope_head_dim: PositiveInt = Field(le=MAX_HEAD_DIM, description=_HEAD_DIM_NOTE)
     v_head_dim: PositiveInt = Field(le=MAX_HEAD_DIM, description=_HEAD_DIM_NOTE)
@@ -147,7 +147,7 @@ class MoEShape(Frozen):
     num_routed_experts: Annotated[int, Field(ge=2, le=MAX_EXPERTS)] = Field(
         description="per MoE layer; published: Switch-C 2,048, Qwen3-Next 512, DeepSeek-V3 256")
     top_k: PositiveInt = Field(le=MAX_TOP_K,
-                               description="experts a token is routed to; published: at most 10 (Qwen3-Next)")
+                               description="experts a token is routed to; published: at most 10, Qwen3-Next")
     expert_intermediate_size: PositiveInt = Field(le=MAX_INTERMEDIATE, description=_INTER_NOTE)
     num_shared_experts: int = Field(0, ge=0, le=MAX_SHARED, description="published: DeepSeek-V2 2, "
                                                                         "DeepSeekMoE-16B 2")
@@ -207,7 +207,7 @@ class ModelSpec(Frozen):
     dense_intermediate_size: Annotated[int, Field(gt=0, le=MAX_INTERMEDIATE)] | None = Field(
         None, description=_INTER_NOTE)
     short_conv_kernel: Annotated[int, Field(gt=0, le=MAX_CONV_KERNEL)] | None = Field(
-        None, description="LFM2 conv layers' kernel (LFM2: 3)")
+        None, description="LFM2 conv layers' kernel; LFM2: 3")
     attention: GQAttention | MLAttention = Field(discriminator="kind")
     moe: MoEShape
     native_formats: WeightRecipe

@@ -92,9 +92,12 @@ def test_arena_refusal_blames_the_binding_number(base: MemoryBreakdown, kwargs: 
 
 
 @pytest.mark.parametrize(("old", "new", "part"), [
-    ("hidden_size = 2048", "hidden_size = 10000000000", "hidden_size must be less than or equal to 65536, "
-                                                        "got 10000000000"),
-    ("num_layers = 16", "num_layers = 1000000", "num_layers must be less than or equal to 1024, got 1000000"),
+    ("hidden_size = 2048", "hidden_size = 10000000000", "hidden_size must be less than or equal to 65536 (the "
+                                                        "residual width; published: PaLM-540B 18,432"),
+    ("head_dim = 128", "head_dim = 5000", "attention.head_dim must be less than or equal to 1024 (published: at "
+                                          "most 256, Gemma), got 5000"),
+    ("num_layers = 16", "num_layers = 1000000", "num_layers must be less than or equal to 1024 (published: "
+                                                "Llama-3.1-405B 126"),
     ("num_routed_experts = 64", "num_routed_experts = 100000", "moe.num_routed_experts must be less than or equal"),
     ("top_k = 8", "top_k = 1000", "moe.top_k must be less than or equal to 64"),
     ("expert_intermediate_size = 1024", "expert_intermediate_size = 200000\nnum_shared_experts = 0",
@@ -129,7 +132,7 @@ def test_a_file_cannot_take_a_bundled_name(run_cli, tmp_path: Path, kind: str, o
 def test_custom_model_gets_routing_of_its_own(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "m.toml"
     path.write_text(_OLMOE)
-    res = run_cli("prefill", "--tokens", "64", "--model", str(path), "--json")
+    res = run_cli("prefill", "--tokens", "16", "--model", str(path), "--json")
     assert res.code == 0, res.err
     trace = json.loads(res.out)["config"]["trace"]
     assert trace["synthetic"] is True and "synthetic generator" in trace["source"]

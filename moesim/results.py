@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
@@ -18,6 +19,9 @@ from pydantic import BaseModel
 
 from moesim._version import __version__
 from moesim.config.base import Frozen
+from moesim.config.catalog import model_names
+from moesim.config.loading import file_ref
+from moesim.config.profiles import profile_names
 
 __all__ = ["RunConfig", "PrefillConfig", "SpecDecodeConfig", "DecodeConfig", "PrefillMetrics",
            "SpecDecodeMetrics", "DecodeMetrics", "PrefillResult", "SpecDecodeResult", "DecodeResult",
@@ -98,6 +102,9 @@ def run_config(workload: Workload, run: BaseModel, device: str, profile_hash: st
                trace: dict[str, Any]) -> dict[str, Any]:
     """The fields of :class:`RunConfig` for ``run`` (a ``PrefillRun`` or ``SpecDecodeRun``)."""
     data = run.model_dump(mode="json")
+    data["model"], data["device"] = file_ref(data["model"], model_names()), file_ref(data["device"], profile_names())
+    if data.get("trace"):
+        data["trace"] = str(Path(data["trace"]).resolve())
     return {"workload": workload, "model": data["model"], "device": device, "overrides": data["overrides"],
             "seed": data["seed"], "profile_hash": profile_hash, "moesim_version": __version__, "trace": trace,
             "run": data}

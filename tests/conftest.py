@@ -42,8 +42,9 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 
 @pytest.fixture
 def phone_profile_text() -> str:
-    """The bundled phone profile's TOML text, for tests that break it on purpose."""
-    return (profile_dir() / "sd8-elite-gen5.toml").read_text()
+    """The bundled phone profile's TOML text under a name of its own (a file may not take a
+    bundled profile's name), for tests that break it on purpose."""
+    return (profile_dir() / "sd8-elite-gen5.toml").read_text().replace('name = "sd8-elite-gen5"', 'name = "my-phone"')
 
 
 @pytest.fixture

@@ -79,7 +79,7 @@ def policies_for(base: DecodeRun, budget_gib: float, given: str | None = None) -
 
 def cache_left_gib(run: DecodeRun, budget_gib: float) -> float:
     """GiB of the budget left for the expert cache by ``run``'s other memory (an error if none)."""
-    model, device = load_model(run.model), mobile_profile(run.device, run.overrides)
+    model, device = load_model(run.model), mobile_profile(run.device, run.overrides, "decode")
     rest = sum(decode_memory(model, device, run).values()) / GiB
     left = budget_gib - rest
     need = expert_bytes(run, model) * model.moe.top_k * (run.gamma if run.spec != "none" else 1) / GiB

@@ -20,9 +20,9 @@ from moesim.config.device import MobileNPUProfile
 from moesim.config.model import ModelSpec
 from moesim.config.prefill import EStreamPolicy, Prefetch, PrefillRun
 from moesim.config.profiles import profile_hash
+from moesim.cost.memory import MemoryBreakdown, arena_refusal
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
-from moesim.errors import InputError
 from moesim.limits import check_prompt_tokens
 from moesim.policies.prefill.search import Choice, Config, StoredProfile, build_profile, select, space
 from moesim.simulate.prefill import base_memory, mobile_profile, routing_counts, simulate_routing
@@ -41,9 +41,14 @@ class AutoconfigCase:
     tokens: int
     routing: np.ndarray
     trace_info: dict[str, Any]
-    base_B: int
+    base: MemoryBreakdown
     profile: StoredProfile
     from_store: bool = False
+
+    @property
+    def base_B(self) -> int:
+        """Bytes outside the arena."""
+        return self.base.total_B
 
 
 def prepare(model: str, device: str | MobileNPUProfile, tokens: int, trace: str | None = None,
@@ -70,12 +75,11 @@ def arena_budget(case: AutoconfigCase, budget_GiB: float) -> int:
     """Bytes the budget leaves for the arena (error below the smallest arena)."""
     limit = min(int(budget_GiB * GiB), int(case.device.memory.usable_GiB * GiB)) - case.base_B
     limit = min(limit, int(case.device.arena.max_mapped_GiB * GiB))
-    smallest = 2 * case.profile.st.expert_B
-    if limit < smallest:
-        need = (case.base_B + smallest) / GiB
-        raise InputError("memory_budget_GiB", f"must be >= {need:.3f} GiB for {case.model.name} at {case.tokens} "
-                         f"tokens (non-expert memory {case.base_B / GiB:.3f} GiB + the smallest arena of 2 banks x "
-                         f"1 expert)", budget_GiB)
+    if limit < 2 * case.profile.st.expert_B:
+        dev = case.device
+        raise arena_refusal(case.base, model=case.model.name, device=dev.name, tokens=case.tokens,
+                            expert_B=case.profile.st.expert_B, usable_GiB=dev.memory.usable_GiB,
+                            max_mapped_GiB=dev.arena.max_mapped_GiB, budget_GiB=budget_GiB)
     return limit
 
 

@@ -23,7 +23,7 @@ from scipy.optimize import least_squares
 
 from moesim.config.device import HostProfile
 from moesim.config.formats import WeightFormat
-from moesim.config.model import GQAttention, ModelSpec, MoEShape, WeightRecipe
+from moesim.config.model import MAX_HEAD_DIM, GQAttention, ModelSpec, MoEShape, WeightRecipe
 from moesim.cost.ops import OpCost
 from moesim.cost.params import Backend, UFSParams
 from moesim.engine import Sim
@@ -79,11 +79,13 @@ def host_ufs(p: HostProfile) -> UFSParams:
 
 
 def executor_model(layers: int, experts: int, hidden: int, inter: int, top_k: int) -> ModelSpec:
-    """The executor's model shape as a ModelSpec (only the expert shape matters here)."""
+    """The executor's model shape as a ModelSpec (only the expert shape matters here). Attention
+    is ``hidden`` wide in the fewest heads of at most MAX_HEAD_DIM (the same tensors as one head)."""
+    heads = next(n for n in range(1, hidden + 1) if hidden % n == 0 and hidden // n <= MAX_HEAD_DIM)
     return ModelSpec(name=f"executor-{layers}x{experts}-{hidden}x{inter}", display_name="native executor shape",
                      hf_repo="moesim/native_ref", provenance="shape of a native_ref/cpu executor run",
                      num_layers=layers, hidden_size=hidden, vocab_size=32,
-                     attention=GQAttention(num_heads=1, num_kv_heads=1, head_dim=hidden),
+                     attention=GQAttention(num_heads=heads, num_kv_heads=heads, head_dim=hidden // heads),
                      moe=MoEShape(num_routed_experts=experts, top_k=top_k, expert_intermediate_size=inter),
                      native_formats=WeightRecipe(default=WeightFormat.Q4_0))
 

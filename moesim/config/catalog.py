@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from moesim.config.loading import read_toml, validate_data
+from moesim.config.loading import check_own_name, read_toml, validate_data
 from moesim.config.model import ModelSpec
 from moesim.errors import InputError
 
@@ -55,7 +55,9 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         return _bundled(text)
     path = Path(text)
     if path.suffix == ".toml" or path.exists():
-        return _read(path)
+        spec = _read(path)
+        check_own_name(spec.name, path, CATALOG_DIR, "model")
+        return spec
     raise InputError("model", f"must be a catalog name ({', '.join(model_names())}) or a .toml file", text)
 
 

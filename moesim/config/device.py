@@ -30,12 +30,16 @@ class MemorySection(Section):
     usable_GiB: PositiveFloat
     peak_bw_GBps: PositiveFloat
     transfer_rate_MTps: PositiveFloat | None = None
-    runtime_overhead_MiB: PositiveFloat | None = None
+    runtime_overhead_MiB: PositiveFloat | None = Field(
+        None, description="the runtime's own memory (libraries, the process); at most capacity_GiB")
 
     @model_validator(mode="after")
     def _usable_fits(self) -> MemorySection:
         if self.usable_GiB > self.capacity_GiB:
             raise ValueError(f"usable_GiB must be <= capacity_GiB ({self.capacity_GiB}), got {self.usable_GiB}")
+        if (self.runtime_overhead_MiB or 0) > self.capacity_GiB * 1024:
+            raise ValueError(f"runtime_overhead_MiB must be <= capacity_GiB x 1024 ({self.capacity_GiB * 1024:g} MiB), "
+                             f"got {self.runtime_overhead_MiB}")
         return self
 
 
@@ -270,6 +274,10 @@ class MobileNPUProfile(_Profile):
         if self.ufs.peak_read_bw_GBps >= self.memory.peak_bw_GBps:
             raise ValueError(f"ufs.peak_read_bw_GBps must be < memory.peak_bw_GBps ({self.memory.peak_bw_GBps}), "
                              f"got {self.ufs.peak_read_bw_GBps}")
+        high = self.uncertainty.runtime_overhead_high_MiB if self.uncertainty is not None else 0.0
+        if high > self.memory.capacity_GiB * 1024:
+            raise ValueError(f"uncertainty.runtime_overhead_high_MiB must be <= memory.capacity_GiB x 1024 "
+                             f"({self.memory.capacity_GiB * 1024:g} MiB), got {high}")
         if (self.htp.dma_GBps or 0) > self.memory.peak_bw_GBps:
             raise ValueError(f"htp.dma_GBps must be <= memory.peak_bw_GBps ({self.memory.peak_bw_GBps}), "
                              f"got {self.htp.dma_GBps}")

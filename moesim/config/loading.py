@@ -7,6 +7,7 @@ e.g. ``my.toml: ufs.read_bw_GBps must be > 0, got -1.0``.
 from __future__ import annotations
 
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,7 +15,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from moesim.errors import InputError
 
-__all__ = ["read_toml", "validate_data", "validate_union", "input_error_from"]
+__all__ = ["read_toml", "validate_data", "validate_union", "input_error_from", "check_own_name", "file_ref"]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -58,8 +59,30 @@ def _user_loc(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
     return tuple(out)
 
 
-def input_error_from(exc: ValidationError, source: str | None, data: Any = None) -> InputError:
-    """The first problem of a pydantic ValidationError as a one-line InputError."""
+def _classes(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic model classes an annotation may hold (through unions and ``Annotated``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [c for arg in typing.get_args(annotation) for c in _classes(arg)]
+
+
+def _upper_bound_note(model: Any, loc: tuple[int | str, ...]) -> str:
+    """The description of the field at ``loc`` (where a physical range states its evidence)."""
+    classes = _classes(model)
+    field = None
+    for part in loc:
+        found = [c for c in classes if isinstance(part, str) and part in c.model_fields]
+        if not found:       # a union's tag: keep the member of that kind
+            classes = [c for c in classes if "kind" in c.model_fields and c.model_fields["kind"].default == part]
+            continue
+        field = found[0].model_fields[str(part)]
+        classes = _classes(field.annotation)
+    return f" ({field.description})" if field is not None and field.description else ""
+
+
+def input_error_from(exc: ValidationError, source: str | None, data: Any = None, model: Any = None) -> InputError:
+    """The first problem of a pydantic ValidationError as a one-line InputError; an upper bound
+    is followed by the field's description (where a physical range names its evidence)."""
     err = exc.errors(include_url=False)[0]
     loc = _user_loc(tuple(err["loc"]), data)
     field = _path(loc) or "(top level)"
@@ -71,6 +94,8 @@ def input_error_from(exc: ValidationError, source: str | None, data: Any = None)
         prefix = field + "." if loc else ""
         return InputError(prefix + text + suffix, "", show_value=False, source=source)
     rule = _RULES.get(kind) or str(err["msg"]).replace("Input should be", "must be")
+    if kind in ("less_than_equal", "less_than") and model is not None:
+        rule += _upper_bound_note(model, tuple(err["loc"]))
     if kind == "missing":
         return InputError(field, rule + suffix, show_value=False, source=source)
     value = f"{err.get('input')!r}{suffix}" if isinstance(err.get("input"), str) else f"{err.get('input')}{suffix}"
@@ -82,7 +107,7 @@ def validate_data(model: type[M], data: dict[str, Any], source: str | None = Non
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise input_error_from(exc, source, data) from None
+        raise input_error_from(exc, source, data, model) from None
 
 
 def validate_union(adapter: TypeAdapter[T], data: dict[str, Any], source: str | None = None) -> T:
@@ -109,3 +134,22 @@ def read_toml(path: Path) -> dict[str, Any]:
                          source=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError("TOML", f"is malformed ({exc})", show_value=False, source=str(path)) from None
+
+
+def check_own_name(name: str, path: Path, bundled: Path, what: str) -> None:
+    """A data file given by path may not take the name of a bundled one (``bundled`` is that
+    folder): results, stored profiles and real traces are matched by name, so a copy called
+    ``h200x8-hf`` would be taken for the bundled profile. The bundled file itself passes."""
+    own = bundled / f"{name}.toml"
+    if own.is_file() and path.resolve() != own.resolve():
+        raise InputError("name", f"must not be a bundled {what}'s name (results and real traces are matched by "
+                         f"name): rename it, e.g. {name + '-custom'!r}", name, source=str(path))
+
+
+def file_ref(text: str, bundled: list[str]) -> str:
+    """How a result stores a model or device reference: a bundled name as written, a file path
+    made absolute, so that ``moesim rerun`` finds the file from any folder."""
+    if text in bundled:
+        return text
+    path = Path(text)
+    return str(path.resolve()) if path.suffix == ".toml" or path.exists() else text

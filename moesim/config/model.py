@@ -52,17 +52,38 @@ class Tensor:
         return self.rows * self.row_len * self.count
 
 
+#: Physical ranges of a model's shape, checked when a model file is loaded: each is a few times
+#: the largest published value (named in the field's description), so that a typo (a 1e10
+#: hidden size, a million layers) is refused with the field's name instead of overflowing later.
+MAX_LAYERS = 1_024
+MAX_HIDDEN = 65_536
+MAX_VOCAB = 2_097_152
+MAX_HEADS = 1_024
+MAX_HEAD_DIM = 1_024
+MAX_WINDOW = 2**24
+MAX_EXPERTS = 4_096
+MAX_TOP_K = 64
+MAX_SHARED = 64
+MAX_INTERMEDIATE = 262_144
+MAX_CONV_KERNEL = 64
+MAX_PARAMS = 10**14     # 100 T weights: 60x the largest published (Switch-C, 1.6 T)
+_HEADS_NOTE = "published: at most 128, Llama-3.1-405B and DeepSeek-V3"
+_HEAD_DIM_NOTE = "published: at most 256, Gemma"
+_INTER_NOTE = "FFN width; published: PaLM-540B dense 73,728, Grok-1 expert 32,768"
+
+
 class GQAttention(Frozen):
     """Multi-head / grouped-query attention (MHA when ``num_kv_heads == num_heads``)."""
 
     kind: Literal["gqa"] = "gqa"
-    num_heads: PositiveInt
-    num_kv_heads: PositiveInt
-    head_dim: PositiveInt
-    num_attention_layers: PositiveInt | None = Field(
+    num_heads: PositiveInt = Field(le=MAX_HEADS, description=_HEADS_NOTE)
+    num_kv_heads: PositiveInt = Field(le=MAX_HEADS, description=_HEADS_NOTE)
+    head_dim: PositiveInt = Field(le=MAX_HEAD_DIM, description=_HEAD_DIM_NOTE)
+    num_attention_layers: Annotated[int, Field(gt=0, le=MAX_LAYERS)] | None = Field(
         None, description="layers with attention; the others are short-conv (LFM2). None = all")
-    sliding_window: PositiveInt | None = Field(None, description="window of sliding layers, tokens")
-    num_sliding_layers: int = Field(0, ge=0, description="how many attention layers slide")
+    sliding_window: Annotated[int, Field(gt=0, le=MAX_WINDOW)] | None = Field(
+        None, description="window of sliding layers, tokens; at most 2**24, a context of 16M tokens")
+    num_sliding_layers: int = Field(0, ge=0, le=MAX_LAYERS, description="how many attention layers slide")
 
     @model_validator(mode="after")
     def _heads_divide(self) -> GQAttention:
@@ -70,7 +91,7 @@ class GQAttention(Frozen):
             raise ValueError(
                 f"num_heads must be a multiple of num_kv_heads, got {self.num_heads} and {self.num_kv_heads}")
         if self.num_sliding_layers and self.sliding_window is None:
-            raise ValueError("sliding_window must be set when num_sliding_layers > 0, got None")
+            raise ValueError("sliding_window must be set when num_sliding_layers > 0 (it is not set)")
         return self
 
     def tensors(self, hidden: int) -> list[Tensor]:
@@ -91,12 +112,13 @@ class MLAttention(Frozen):
     """DeepSeek multi-head latent attention."""
 
     kind: Literal["mla"] = "mla"
-    num_heads: PositiveInt
-    q_lora_rank: PositiveInt | None = Field(None, description="None: queries are not low-rank")
-    kv_lora_rank: PositiveInt
-    qk_nope_head_dim: PositiveInt
-    qk_rope_head_dim: PositiveInt
-    v_head_dim: PositiveInt
+    num_heads: PositiveInt = Field(le=MAX_HEADS, description=_HEADS_NOTE)
+    q_lora_rank: Annotated[int, Field(gt=0, le=MAX_HIDDEN)] | None = Field(
+        None, description="None: queries are not low-rank; DeepSeek-V3: 1,536, at most the largest hidden size")
+    kv_lora_rank: PositiveInt = Field(le=MAX_HIDDEN, description="DeepSeek-V2/V3: 512, at most the largest hidden size")
+    qk_nope_head_dim: PositiveInt = Field(le=MAX_HEAD_DIM, description=_HEAD_DIM_NOTE)
+    qk_rope_head_dim: PositiveInt = Field(le=MAX_HEAD_DIM, description=_HEAD_DIM_NOTE)
+    v_head_dim: PositiveInt = Field(le=MAX_HEAD_DIM, description=_HEAD_DIM_NOTE)
     num_attention_layers: None = None
 
     def tensors(self, hidden: int) -> list[Tensor]:
@@ -122,11 +144,14 @@ class MLAttention(Frozen):
 class MoEShape(Frozen):
     """Routed and shared experts of every MoE layer (all MoE layers are alike)."""
 
-    num_routed_experts: Annotated[int, Field(ge=2)]
-    top_k: PositiveInt
-    expert_intermediate_size: PositiveInt
-    num_shared_experts: int = Field(0, ge=0)
-    shared_expert_intermediate_size: PositiveInt | None = Field(
+    num_routed_experts: Annotated[int, Field(ge=2, le=MAX_EXPERTS)] = Field(
+        description="per MoE layer; published: Switch-C 2,048, Qwen3-Next 512, DeepSeek-V3 256")
+    top_k: PositiveInt = Field(le=MAX_TOP_K,
+                               description="experts a token is routed to; published: at most 10, Qwen3-Next")
+    expert_intermediate_size: PositiveInt = Field(le=MAX_INTERMEDIATE, description=_INTER_NOTE)
+    num_shared_experts: int = Field(0, ge=0, le=MAX_SHARED, description="published: DeepSeek-V2 2, "
+                                                                        "DeepSeekMoE-16B 2")
+    shared_expert_intermediate_size: Annotated[int, Field(gt=0, le=MAX_INTERMEDIATE)] | None = Field(
         None, description="per shared expert; None = expert_intermediate_size")
     shared_expert_gate: bool = Field(False, description="a sigmoid gate on the shared expert (Qwen1.5-MoE)")
 
@@ -172,13 +197,17 @@ class ModelSpec(Frozen):
     display_name: str
     hf_repo: str
     provenance: str = Field(min_length=8, description="config source the shape was read from")
-    num_layers: PositiveInt
+    num_layers: PositiveInt = Field(le=MAX_LAYERS, description="published: Llama-3.1-405B 126, PaLM-540B 118, "
+                                                             "Qwen3-235B-A22B 94")
     num_dense_layers: int = Field(0, ge=0, description="leading layers with a dense FFN")
-    hidden_size: PositiveInt
-    vocab_size: PositiveInt
+    hidden_size: PositiveInt = Field(le=MAX_HIDDEN, description="the residual width; published: PaLM-540B 18,432, "
+                                                             "Llama-3.1-405B 16,384, DeepSeek-V3 7,168")
+    vocab_size: PositiveInt = Field(le=MAX_VOCAB, description="published: Gemma 3 262,144, gpt-oss 201,088")
     tie_word_embeddings: bool = False
-    dense_intermediate_size: PositiveInt | None = None
-    short_conv_kernel: PositiveInt | None = Field(None, description="LFM2 conv layers' kernel")
+    dense_intermediate_size: Annotated[int, Field(gt=0, le=MAX_INTERMEDIATE)] | None = Field(
+        None, description=_INTER_NOTE)
+    short_conv_kernel: Annotated[int, Field(gt=0, le=MAX_CONV_KERNEL)] | None = Field(
+        None, description="LFM2 conv layers' kernel; LFM2: 3")
     attention: GQAttention | MLAttention = Field(discriminator="kind")
     moe: MoEShape
     native_formats: WeightRecipe
@@ -189,12 +218,16 @@ class ModelSpec(Frozen):
         if self.num_dense_layers >= self.num_layers:
             raise ValueError(f"num_dense_layers must be < num_layers ({self.num_layers}), got {self.num_dense_layers}")
         if self.num_dense_layers and self.dense_intermediate_size is None:
-            raise ValueError("dense_intermediate_size must be set when num_dense_layers > 0, got None")
+            raise ValueError("dense_intermediate_size must be set when num_dense_layers > 0 (it is not set)")
         n_attn = self.attention.num_attention_layers
         if n_attn is not None and n_attn > self.num_layers:
             raise ValueError(f"attention.num_attention_layers must be <= num_layers ({self.num_layers}), got {n_attn}")
         if n_attn is not None and n_attn < self.num_layers and self.short_conv_kernel is None:
-            raise ValueError("short_conv_kernel must be set when some layers have no attention, got None")
+            raise ValueError("short_conv_kernel must be set when some layers have no attention (it is not set)")
+        if self.total_params() > MAX_PARAMS:
+            raise ValueError(f"num_layers x hidden_size x moe.num_routed_experts x moe.expert_intermediate_size "
+                             f"(the shape) must give at most {MAX_PARAMS:.0e} weights (60x the largest published "
+                             f"model, Switch-C's 1.6e12), got {self.total_params():.3g}")
         return self
 
     # ----- derived shape -------------------------------------------------------------

@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 
 from moesim.config.base import Frozen
 from moesim.config.device import DeviceProfile, GPUServerProfile, HostProfile, MobileNPUProfile
-from moesim.config.loading import read_toml, validate_union
+from moesim.config.loading import check_own_name, read_toml, validate_union
 from moesim.errors import InputError
 from moesim.files import atomic_path
 from moesim.units import UNIT_SUFFIXES, unit_of
@@ -98,7 +98,9 @@ def load_profile(name_or_path: str | Path) -> AnyProfile:
         return _bundled(text)
     path = Path(text)
     if path.suffix == ".toml" or path.exists():
-        return _read(path)
+        profile = _read(path)
+        check_own_name(profile.name, path, profile_dir(), "profile")
+        return profile
     raise InputError("device", f"must be a bundled profile ({', '.join(profile_names())}) or a .toml file",
                      text)
 

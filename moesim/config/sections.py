@@ -18,11 +18,47 @@ from pydantic import BaseModel, Field, model_validator
 
 from moesim.config.base import Frozen
 from moesim.errors import NotFittedError
+from moesim.units import unit_of
 
-__all__ = ["PROVENANCE_KINDS", "Section", "numeric_fields", "provenance_kind"]
+__all__ = ["PROVENANCE_KINDS", "UNIT_BOUNDS", "Section", "numeric_fields", "provenance_kind"]
 
 PROVENANCE_KINDS = ("spec", "paper", "measured", "fitted", "derived", "assumed")
 _MAX_MAGNITUDE = 1e12
+_TiB64 = 64 * 2**40
+_BW = "100 TB/s: B200 HBM3e 8,000 GB/s, NVLink 5 1,800 GB/s, NVMe about 15 GB/s"
+_RATE = "one device: B200 dense FP4 about 9,000 TFLOPS"
+_CLOCK = "the fastest shipping cores clock about 6.2 GHz"
+_STEP = "a per-operation latency or overhead: no device step takes 10 s"
+_SIZE = "64 TiB: the largest single systems hold 32 TiB of DRAM"
+
+#: Unit suffix -> (the largest physical value of a device number in that unit, the evidence).
+#: Each bound is several times the largest shipping part, so that only a typo or a unit
+#: mistake is refused (a 1e12 MiB runtime overhead, 1e6 GHz); a number without a bound here
+#: is held to 1e12. Checked when a profile is loaded, and again on every ``--set``.
+UNIT_BOUNDS: dict[str, tuple[float, str]] = {
+    "_TBps": (100.0, _BW),
+    "_GBps": (100_000.0, _BW),
+    "_MBps": (1e8, _BW),
+    "_MTps": (100_000.0, "GDDR7 32,000 MT/s, LPDDR5X 10,667 MT/s"),
+    "_TFLOPS": (100_000.0, _RATE),
+    "_GFLOPS": (1e8, _RATE),
+    "_TOPS": (100_000.0, _RATE),
+    "_GHz": (10.0, _CLOCK),
+    "_MHz": (10_000.0, _CLOCK),
+    "_s": (10.0, _STEP),
+    "_ms": (10_000.0, _STEP),
+    "_us": (1e7, _STEP),
+    "_ns": (1e10, _STEP),
+    "_GiB": (65_536.0, _SIZE),
+    "_MiB": (_TiB64 / 2**20, _SIZE),
+    "_KiB": (_TiB64 / 2**10, _SIZE),
+    "_B": (float(_TiB64), _SIZE),
+    "_bits": (8.0 * _TiB64, _SIZE),
+    "_W": (100_000.0, "a phone's parts draw under 20 W, a GPU about 1 kW; 100 kW is a rack"),
+    "_pJpB": (100_000.0, "DRAM about 10-200 pJ a byte, flash about 1,000"),
+    "_pct": (100.0, "a percentage"),
+    "_count": (1_048_576.0, "cores, SMs, contexts, queue slots: NVMe's 65,535 queue entries, a B200's 148 SMs"),
+}
 
 
 def _is_numeric(annotation: Any) -> bool:
@@ -67,6 +103,9 @@ class Section(Frozen):
                     raise ValueError(f"{name} must be a number, not a boolean, got {v}")
                 if isinstance(v, (int, float)) and not (abs(v) <= _MAX_MAGNITUDE):
                     raise ValueError(f"{name} must be a finite number of at most {_MAX_MAGNITUDE:g}, got {v}")
+                bound = UNIT_BOUNDS.get(unit_of(name) or "")
+                if bound is not None and isinstance(v, (int, float)) and v > bound[0]:
+                    raise ValueError(f"{name} must be <= {bound[0]:,.10g} (physical range; {bound[1]}), got {v}")
         return data
 
     @model_validator(mode="after")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from moesim.config.model import ModelSpec
-from moesim.units import FP16_B, FP32_B
+from moesim.errors import InputError
+from moesim.units import FP16_B, FP32_B, GiB, MiB
 
-__all__ = ["MemoryBreakdown", "prefill_memory", "activation_bytes"]
+__all__ = ["MemoryBreakdown", "prefill_memory", "activation_bytes", "arena_refusal"]
 
 
 @dataclass(frozen=True)
@@ -47,3 +49,64 @@ def prefill_memory(model: ModelSpec, n_tokens: int, *, weights_B: int, arena_B: 
     return MemoryBreakdown(weights_B=weights_B, arena_B=arena_B,
                            activations_B=activation_bytes(model, n_tokens, routed_max),
                            kv_cache_B=kv, runtime_B=runtime_B)
+
+
+def _gib(n_B: float) -> str:
+    return f"{n_B / GiB:.3f} GiB"
+
+
+def arena_refusal(base: MemoryBreakdown, *, model: str, device: str, tokens: int, expert_B: int,
+                  usable_GiB: float, max_mapped_GiB: float, budget_GiB: float | None = None,
+                  group_size: int | None = None, banks: int | None = None,
+                  overridden: Collection[str] = ()) -> InputError:
+    """Why no expert arena fits, as the error that names the number the user (or the profile,
+    or the model file) set: in this order, memory outside the arena over the device's usable DRAM
+    (blamed on the prompt's length, the model's weights or the runtime overhead, whichever is
+    largest, since no budget can help); a budget below the memory outside the arena plus the
+    smallest arena; the profile's mappable arena below the smallest arena; a fixed ``banks`` or
+    ``group_size`` whose smallest arena exceeds what is left."""
+    def origin(field: str) -> str:
+        return f"--set on profile {device}" if field in overridden else f"profile {device}"
+
+    smallest = 2 * expert_B
+    need = (banks or 2) * (group_size or 1) * expert_B
+    usable_B, mapped_B = int(usable_GiB * GiB), int(max_mapped_GiB * GiB)
+    device_room = usable_B - base.total_B
+    parts = (f"resident weights {_gib(base.weights_B)}, activations {_gib(base.activations_B)}, "
+             f"KV cache {_gib(base.kv_cache_B)}, runtime {_gib(base.runtime_B)}")
+    if device_room < smallest:
+        over = (f"{model} at {tokens} tokens needs {_gib(base.total_B)} outside the arena ({parts}) + the smallest "
+                f"arena {_gib(smallest)}, over memory.usable_GiB = {usable_GiB:g} ({origin('memory.usable_GiB')})")
+        prompt_B = base.kv_cache_B + base.activations_B
+        if prompt_B >= max(base.weights_B, base.runtime_B):
+            return InputError("tokens", f"must be fewer: the KV cache and activations alone take {_gib(prompt_B)}; "
+                              f"{over}", tokens)
+        if base.runtime_B >= base.weights_B:
+            return InputError("memory.runtime_overhead_MiB", f"({origin('memory.runtime_overhead_MiB')}) leaves no "
+                              f"room for the model: {over}", base.runtime_B / MiB)
+        return InputError("model", f"does not fit {device}: its resident weights alone take "
+                          f"{_gib(base.weights_B)}; {over}", model)
+    if budget_GiB is not None and int(budget_GiB * GiB) <= usable_B and int(budget_GiB * GiB) - base.total_B < smallest:
+        room = int(budget_GiB * GiB) - base.total_B
+        return InputError("memory_budget_GiB", f"must be >= {(base.total_B + smallest) / GiB:.3f} GiB for {model} at "
+                          f"{tokens} tokens: outside the arena it needs {_gib(base.total_B)} ({parts}), leaving "
+                          f"{_gib(max(room, 0))} for an arena of at least {_gib(smallest)} (2 banks x 1 expert)",
+                          budget_GiB)
+    if mapped_B < smallest:
+        return InputError("arena.max_mapped_GiB", f"({origin('arena.max_mapped_GiB')}) must hold the smallest "
+                          f"arena of {model}, 2 banks x 1 expert = {_gib(smallest)}", max_mapped_GiB)
+    limits = [(mapped_B, f"arena.max_mapped_GiB = {max_mapped_GiB:g} ({origin('arena.max_mapped_GiB')})"),
+              (device_room, f"the {_gib(device_room)} that memory.usable_GiB = {usable_GiB:g} "
+                            f"({origin('memory.usable_GiB')}) leaves outside the arena ({parts})")]
+    if budget_GiB is not None:
+        limits.append((int(budget_GiB * GiB) - base.total_B,
+                       f"the {_gib(int(budget_GiB * GiB) - base.total_B)} memory_budget_GiB = {budget_GiB:g} "
+                       "leaves for the arena"))
+    _, what = min(limits, key=lambda item: item[0])
+    if banks is not None:
+        return InputError("banks", f"needs {_gib(need)} of arena even with groups of {group_size or 1} "
+                          f"expert{'s' if (group_size or 1) > 1 else ''} ({expert_B / MiB:.2f} MiB each), over {what}",
+                          banks)
+    field, value = ("group_size", group_size) if group_size is not None else ("arena", need)
+    return InputError(field, f"needs {_gib(need)} of arena with 2 banks ({expert_B / MiB:.2f} MiB an expert), "
+                      f"over {what}", value)

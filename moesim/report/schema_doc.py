@@ -17,7 +17,7 @@ from moesim.config.catalog import list_models
 from moesim.config.device import GPUServerProfile, HostProfile, MobileNPUProfile
 from moesim.config.formats import FORMAT_INFO
 from moesim.config.model import RECIPES, GQAttention, MLAttention, ModelSpec, MoEShape, WeightRecipe
-from moesim.config.sections import PROVENANCE_KINDS, Section
+from moesim.config.sections import PROVENANCE_KINDS, UNIT_BOUNDS, Section
 from moesim.files import write_text_atomic
 from moesim.units import UNIT_SUFFIXES, unit_of
 
@@ -40,15 +40,39 @@ def _type_name(annotation: typing.Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
+_OPS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+
+
+def _constraints(metadata: list[typing.Any], annotation: typing.Any) -> dict[str, typing.Any]:
+    """The gt/ge/lt/le bounds of a field, from its metadata and from an ``Annotated`` in its type."""
+    found = {op: getattr(m, op) for m in metadata for op in _OPS if getattr(m, op, None) is not None}
+    for arg in (annotation, *typing.get_args(annotation)):
+        if typing.get_origin(arg) is typing.Annotated:
+            inner = typing.get_args(arg)[1:]
+            found.update(_constraints([c for m in inner for c in getattr(m, "metadata", [m])], None))
+    return found
+
+
+def _range(cls: type[BaseModel], name: str) -> str:
+    """The field's range as the loader checks it (the unit's physical bound for a profile number)."""
+    field = cls.model_fields[name]
+    found = _constraints(list(field.metadata), field.annotation)
+    bound = UNIT_BOUNDS.get(unit_of(name) or "") if issubclass(cls, Section) else None
+    if bound is not None and "le" not in found and "lt" not in found:
+        found["le"] = bound[0]
+    return ", ".join(f"{_OPS[op]} {found[op]:,.10g}" for op in _OPS if op in found)
+
+
 def _field_table(cls: type[BaseModel]) -> list[str]:
-    lines = ["| field | type | unit | required | description |", "|---|---|---|---|---|"]
+    lines = ["| field | type | unit | range | required | description |", "|---|---|---|---|---|---|"]
     for name, field in cls.model_fields.items():
         if name == "provenance" and issubclass(cls, Section):
             continue
         unit = unit_of(name) or ""
         required = "yes" if field.is_required() else "no"
         desc = (field.description or "").replace("|", "/")
-        lines.append(f"| `{name}` | {_type_name(field.annotation)} | {unit.lstrip('_')} | {required} | {desc} |")
+        lines.append(f"| `{name}` | {_type_name(field.annotation)} | {unit.lstrip('_')} | {_range(cls, name)} "
+                     f"| {required} | {desc} |")
     return lines
 
 
@@ -69,8 +93,12 @@ def render_profiles_reference() -> str:
              "a note whose first word is its kind: " + ", ".join(f"`{k}:`" for k in PROVENANCE_KINDS) + ".",
              "A number not known yet is left out and noted `fitted: pending ...`; code that needs it",
              "stops with a NotFittedError rather than using a default.", "",
-             "## Unit suffixes", "", "| suffix | meaning |", "|---|---|"]
-    lines += [f"| `{s}` | {m} |" for s, m in UNIT_SUFFIXES.items()]
+             "A number is also held to its unit's physical range when the profile is loaded and on every",
+             "`--set` (a few times the largest shipping part, so that only a typo or a unit mistake is refused).",
+             "", "## Unit suffixes", "", "| suffix | meaning | at most | evidence |", "|---|---|---|---|"]
+    for suffix, meaning in UNIT_SUFFIXES.items():
+        top, why = UNIT_BOUNDS.get(suffix, (None, ""))
+        lines.append(f"| `{suffix}` | {meaning} | {'' if top is None else f'{top:,.10g}'} | {why} |")
     for profile_cls in (MobileNPUProfile, GPUServerProfile, HostProfile):
         kind = typing.get_args(profile_cls.model_fields["kind"].annotation)[0]
         lines += ["", f"## kind = \"{kind}\" ({profile_cls.__name__})", "", (profile_cls.__doc__ or "").strip(), ""]

@@ -92,13 +92,28 @@ def _cache_bytes(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, bas
         return int(run.cache_GiB * GiB)
     left = usable - base_B
     if left <= 0:
-        raise InputError("cache_GiB", f"has no room: {model.name}'s resident weights, KV cache and runtime need "
-                         f"{base_B / GiB:.2f} GiB of the {device.memory.usable_GiB} GiB usable on {device.name}", None)
+        raise _no_room(run, model, device, decode_memory(model, device, run))
     if left > every:   # the default never sizes a cache beyond the experts it could hold (docs/decode.md)
         notes.append(f"cache: all {n_keys:,} routed experts of {model.name} fit in {every / GiB:.2f} GiB, so the "
                      f"cache gets that, not the {left / GiB:.2f} GiB the device's DRAM leaves")
         return every
     return left
+
+
+def _no_room(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, memory: dict[str, int]) -> InputError:
+    """No DRAM left for the expert cache: the error names the largest part's setting (the
+    context and tokens for the KV cache, the model for its weights, the profile's runtime)."""
+    parts = ", ".join(f"{k} {v / GiB:.2f}" for k, v in memory.items())
+    over = (f"{model.name} needs {sum(memory.values()) / GiB:.2f} GiB outside the expert cache ({parts} GiB), "
+            f"over memory.usable_GiB = {device.memory.usable_GiB:g} (profile {device.name})")
+    largest = max(memory, key=lambda k: memory[k])
+    if largest in ("kv_cache", "activations"):
+        return InputError("context", f"+ tokens + warmup_tokens ({run.context} + {run.tokens} + {run.warmup_tokens}) "
+                          f"must be fewer: the KV cache takes {memory['kv_cache'] / GiB:.2f} GiB; {over}", run.context)
+    if largest == "runtime":
+        return InputError("memory.runtime_overhead_MiB", f"(profile {device.name}) leaves no room for the expert "
+                          f"cache: {over}", memory["runtime"] / 2**20)
+    return InputError("model", f"does not fit {device.name} with an expert cache: {over}", model.name)
 
 
 def _max_set(run: DecodeRun, model: ModelSpec) -> int:
@@ -239,7 +254,7 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
         raise InputError("draft-routing", "alternative is not supported by decode (use mixture, nearby, request, "
                          "trace or same-position)", "alternative")
     model = load_model(run.model)
-    device = mobile_profile(profile if profile is not None else run.device, run.overrides)
+    device = mobile_profile(profile if profile is not None else run.device, run.overrides, "decode")
     tr = resolve_trace(run, model, trace)
     keep, bounds = decode_runs(tr)
     experts, n_exp = tr.experts[keep], model.moe.num_routed_experts

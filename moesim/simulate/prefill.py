@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from moesim.config.prefill import EStreamPolicy, PrefillRun
 from moesim.config.profiles import AnyProfile, load_profile_of, override_profile, profile_hash
 from moesim.cost.bounds import stream_bounds
 from moesim.cost.energy import RunActivity, activation_bytes_moved, energy_breakdown_j
-from moesim.cost.memory import MemoryBreakdown, prefill_memory
+from moesim.cost.memory import MemoryBreakdown, arena_refusal, prefill_memory
 from moesim.cost.ops import OpCost, layer_non_ffn, lm_head_op
 from moesim.cost.params import check_queue_depth, cpu_backend, npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
@@ -34,10 +35,12 @@ from moesim.workloads.prefill_cpu import run_cpu_prefill
 __all__ = ["simulate_prefill", "simulate_routing", "mobile_profile", "routing_counts", "base_memory"]
 
 
-def mobile_profile(device: str | AnyProfile, overrides: dict[str, float] | None = None) -> MobileNPUProfile:
-    """The phone profile ``device`` (a name, a path or a profile) with ``overrides`` applied."""
-    profile = load_profile_of(device, MobileNPUProfile, "prefill")
-    return load_profile_of(override_profile(profile, overrides), MobileNPUProfile, "prefill") if overrides else profile
+def mobile_profile(device: str | AnyProfile, overrides: dict[str, float] | None = None,
+                   workload: str = "prefill") -> MobileNPUProfile:
+    """The phone profile ``device`` (a name, a path or a profile) with ``overrides`` applied;
+    ``workload`` (prefill, decode) is named when the profile is of another kind."""
+    profile = load_profile_of(device, MobileNPUProfile, workload)
+    return load_profile_of(override_profile(profile, overrides), MobileNPUProfile, workload) if overrides else profile
 
 
 def routing_counts(experts: np.ndarray, n_exp: int) -> np.ndarray:
@@ -62,22 +65,23 @@ def _non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRu
                           kv_all_layers=run.kv_retention == "all-layers")
 
 
-def base_memory(model: ModelSpec, device: MobileNPUProfile, n_tokens: int, routed_max: int) -> int:
-    """Bytes of an estream prefill outside the arena (resident weights, activations, KV, runtime)."""
+def base_memory(model: ModelSpec, device: MobileNPUProfile, n_tokens: int, routed_max: int) -> MemoryBreakdown:
+    """Memory of an estream prefill outside the arena (resident weights, activations, KV, runtime)."""
     run = PrefillRun(model=model.name, device=device.name, tokens=n_tokens)
-    return _non_arena_memory(model, device, run, "estream", routed_max).total_B
+    return _non_arena_memory(model, device, run, "estream", routed_max)
 
 
-def _budget_check(run: PrefillRun, base: MemoryBreakdown, min_arena_B: int) -> int | None:
+def _budget_check(run: PrefillRun, base: MemoryBreakdown, min_arena_B: int, usable_GiB: float) -> int | None:
     if run.memory_budget_GiB is None:
         return None
     budget_B = int(run.memory_budget_GiB * GiB)
     need = base.total_B + min_arena_B
     if budget_B < need:
+        over = f", more than the device's memory.usable_GiB = {usable_GiB:g}" if need > usable_GiB * GiB else ""
         raise InputError("memory_budget_GiB", f"must be >= {need / GiB:.3f} GiB for {run.model} at {run.tokens} "
                          f"tokens with policy {run.policy.kind} (resident {base.weights_B / GiB:.3f} + activations "
                          f"{base.activations_B / GiB:.3f} + KV {base.kv_cache_B / GiB:.3f} + runtime "
-                         f"{base.runtime_B / GiB:.3f} + smallest arena {min_arena_B / GiB:.3f})",
+                         f"{base.runtime_B / GiB:.3f} + smallest arena {min_arena_B / GiB:.3f}){over}",
                          run.memory_budget_GiB)
     return budget_B - base.total_B
 
@@ -112,13 +116,14 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
     min_arena = {"estream": 2 * w, "naive": w, "layer-b2": 2 * w * model.moe.num_routed_experts}.get(kind, 0)
     if kind == "resident":
         min_arena = 0
-    arena_budget = _budget_check(run, base, min_arena)
+    arena_budget = _budget_check(run, base, min_arena, device.memory.usable_GiB)
     policy, auto = run.policy, None
     given_q = getattr(policy, "queue_depth", None)
     if given_q is not None:   # before the search, which sizes its tables by Q
         check_queue_depth(given_q, device)
     if isinstance(policy, EStreamPolicy) and (policy.group_size is None or policy.banks is None):
-        policy, auto = _autoconfigure(policy, model, device, counts, run.tokens, base, arena_budget)
+        policy, auto = _autoconfigure(policy, model, device, counts, run.tokens, base, arena_budget,
+                                      run.memory_budget_GiB, run.overrides)
     plan = plan_prefill(policy, model, device, counts, arena_budget)
     _arena_checks(plan, device, arena_budget, run)
     sim = Sim(run.seed)
@@ -193,7 +198,8 @@ def _energy(metrics: dict[str, Any], device: MobileNPUProfile, tokens: int, mode
 
 
 def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
-                   n_tokens: int, base: MemoryBreakdown, arena_budget: int | None) -> tuple[EStreamPolicy, Choice]:
+                   n_tokens: int, base: MemoryBreakdown, arena_budget: int | None, budget_GiB: float | None = None,
+                   overridden: Collection[str] = ()) -> tuple[EStreamPolicy, Choice]:
     """Fill the unset G/B/Q of ``policy`` with the max-plus search's choice."""
     limit = int(device.arena.max_mapped_GiB * GiB)
     limit = min(limit, int(device.memory.usable_GiB * GiB) - base.total_B)
@@ -204,8 +210,10 @@ def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUPro
     q = policy.queue_depth
     choice = select(profile, limit, policy.prefetch, group_size=policy.group_size, banks=policy.banks, queue_depth=q)
     if choice is None:
-        raise InputError("memory_budget_GiB", f"leaves {limit / GiB:.3f} GiB for the arena: no configuration of "
-                         f"{model.name} fits", None if arena_budget is None else arena_budget / GiB)
+        raise arena_refusal(base, model=model.name, device=device.name, tokens=n_tokens,
+                            expert_B=profile.st.expert_B, usable_GiB=device.memory.usable_GiB,
+                            max_mapped_GiB=device.arena.max_mapped_GiB, budget_GiB=budget_GiB,
+                            group_size=policy.group_size, banks=policy.banks, overridden=overridden)
     cfg = choice.config
     chosen = policy.model_copy(update={"group_size": cfg.group_size, "banks": cfg.banks,
                                        "queue_depth": q if q is not None else cfg.queue_depth})
@@ -220,8 +228,21 @@ def _arena_checks(plan: StreamPlan, device: MobileNPUProfile, arena_budget: int 
                          f"{plan.banks} banks x {plan.group_size} experts need {plan.arena_bytes / GiB:.3f} GiB",
                          run.memory_budget_GiB)
     if plan.arena_bytes > device.arena.max_mapped_GiB * GiB:
-        raise InputError("arena", f"must fit the NPU-mappable {device.arena.max_mapped_GiB} GiB of {device.name} "
-                         f"({plan.banks} banks x {plan.group_size} experts)", f"{plan.arena_bytes / GiB:.3f} GiB")
+        field, value = _arena_field(run, plan)
+        origin = f"--set on profile {device.name}" if "arena.max_mapped_GiB" in run.overrides else \
+            f"profile {device.name}"
+        raise InputError(field, f"needs {plan.arena_bytes / GiB:.3f} GiB of arena ({plan.banks} banks x "
+                         f"{plan.group_size} experts), over arena.max_mapped_GiB = {device.arena.max_mapped_GiB:g} "
+                         f"({origin})", value)
+
+
+def _arena_field(run: PrefillRun, plan: StreamPlan) -> tuple[str, Any]:
+    """The option the user set that sized the arena: banks, then group size, else the policy."""
+    for name in ("banks", "group_size"):
+        value = getattr(run.policy, name, None)
+        if value is not None and (name != "group_size" or run.policy.kind != "naive" or value != 1):
+            return name, value
+    return "policy", plan.policy
 
 
 def _stream_metrics(plan: StreamPlan, stats: Any, ufs_unit: Any, unit: Any, arena: Any, model: ModelSpec,

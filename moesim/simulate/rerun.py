@@ -43,7 +43,7 @@ def rerun(saved: dict[str, Any], source: str = "result") -> PrefillResult | Spec
     result: PrefillResult | SpecDecodeResult | DecodeResult
     if config["workload"] == "decode":
         dec = validate_data(DecodeRun, config["run"], source=source)
-        _check_profile(profile_hash(mobile_profile(dec.device, dec.overrides)), config, source)
+        _check_profile(profile_hash(mobile_profile(dec.device, dec.overrides, "decode")), config, source)
         result = simulate_decode(dec)
     elif config["workload"] == "prefill":
         run = validate_data(PrefillRun, config["run"], source=source)

@@ -11,6 +11,7 @@ assembly record in the output says so (``repeated``).
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,27 +34,35 @@ REAL_SOURCES: dict[str, tuple[str, str]] = {
 }
 
 
-@cache
 def default_trace(model_name: str) -> Any:
     """The model's real trace, imported from the shared folder, or None when absent."""
-    from moesim.traces import import_trace, shared_traces_dir
+    from moesim.traces import shared_traces_dir
 
-    entry = REAL_SOURCES.get(model_name)
-    if entry is None:
+    if model_name not in REAL_SOURCES:
         return None
-    path = shared_traces_dir() / entry[0]
-    if not path.exists():
-        return None
-    return import_trace(path, entry[1], model_name)
+    return _real_trace(model_name, shared_traces_dir())
 
 
 @cache
-def _synthetic(model_name: str, n_tokens: int, seed: int) -> Any:
+def _real_trace(model_name: str, folder: Path) -> Any:
+    """Cached by the folder too: a changed $MOESIM_SHARED_TRACES is read again."""
+    from moesim.traces import import_trace
+
+    rel, fmt = REAL_SOURCES[model_name]
+    path = folder / rel
+    if not path.exists():
+        return None
+    return import_trace(path, fmt, model_name)
+
+
+@cache
+def _synthetic(model: ModelSpec, n_tokens: int, seed: int) -> Any:
     """Generated routing for a model without a real trace (the generator's default statistics:
-    medians of the real full-layer traces; ``meta.synth`` records them)."""
+    medians of the real full-layer traces; ``meta.synth`` records them). Keyed by the model's
+    shape, not its name, so that a model file outside the catalog gets routing of its own."""
     from moesim.traces import synthesize
 
-    return synthesize(model_name, n_tokens, seed=seed)
+    return synthesize(model, n_tokens, seed=seed)
 
 
 def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: Any = None, path: str | None = None,
@@ -69,7 +78,7 @@ def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: Any = None, path: 
     if trace is None and model.name == BUNDLED_MODEL:
         trace = read_trace(bundled_trace_path())
     if trace is None:
-        trace = _synthetic(model.name, n_tokens, seed)
+        trace = _synthetic(model, n_tokens, seed)
     if trace.meta.model != model.name:
         from moesim.errors import InputError
 

@@ -36,7 +36,8 @@ _NAMES = st.sampled_from(["olmoe-1b-7b", "mixtral-8x7b", "nope", "", "../etc/pas
                           "h200x8-hf", "x.toml"])
 _SETS = st.sampled_from(["ufs.effective_read_bw_GBps=2.0", "ufs.peak_read_bw_GBps=8", "htp.nope=1",
                          "memory.capacity_GiB=1e308", "ufs.effective_read_bw_GBps=-1", "garbage", "a.b=c",
-                         "ufs.queue_slots_count=0.5"])
+                         "ufs.queue_slots_count=0.5", "memory.runtime_overhead_MiB=1e12",
+                         "memory.runtime_overhead_MiB=15400", "arena.max_mapped_GiB=0.001", "htp.clock_GHz=2150"])
 
 
 def _option(command: str) -> st.SearchStrategy[list[str]]:
@@ -185,6 +186,32 @@ def broken_profiles(draw: st.DrawFn) -> str:
 def test_fuzzed_profiles_end_cleanly(text: str, capsys: pytest.CaptureFixture[str]) -> None:
     _ends_cleanly(["prefill", "--tokens", "64", "--policy", "naive", "--device", "{tmp}/p.toml"], capsys,
                   files={"p.toml": text})
+
+
+_SHAPE_VALUES = st.one_of(st.sampled_from(["0", "-1", "1e10", "10000000000", "1000000", "65537", "true", '"x"']),
+                          st.integers(1, 70_000).map(str))
+
+
+@st.composite
+def broken_models(draw: st.DrawFn) -> str:
+    """The catalog's OLMoE under a name of its own, with one to three shape numbers replaced
+    (absurd, out of range, or in range one by one but not together)."""
+    from moesim.config.catalog import CATALOG_DIR
+
+    text = (CATALOG_DIR / "olmoe-1b-7b.toml").read_text().replace('"olmoe-1b-7b"', '"my-olmoe"', 1)
+    numbers = list(_NUMBER.finditer(text))
+    for _ in range(draw(st.integers(1, 3))):
+        m = numbers[draw(st.integers(0, len(numbers) - 1))]
+        text = text.replace(m.group(0), f"{m.group(1)} = {draw(_SHAPE_VALUES)}", 1)
+    return text
+
+
+@CLI_SETTINGS
+@given(text=broken_models())
+def test_fuzzed_models_end_cleanly(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Loaded and sized (``moesim models --model``): a shape outside its physical range is refused
+    when the file is read, naming the file and the field, never by an overflow later."""
+    _ends_cleanly(["models", "--model", "{tmp}/m.toml", "--json"], capsys, files={"m.toml": text})
 
 
 _AXIS_VALUES: dict[str, Callable[[], st.SearchStrategy[object]]] = {

@@ -35,7 +35,7 @@ def test_fit_recovers_parameters() -> None:
 def test_rendered_profile_validates_and_predicts(tmp_path) -> None:  # type: ignore[no-untyped-def]
     fit = fit_host(*_tables(40_000.0, 1.7, 5.5, 120.0, 110.0))
     path = tmp_path / "host.toml"
-    path.write_text(render_host_profile(fit, "test tables", "ext4", "/dev/test"))
+    path.write_text(render_host_profile(fit, "test tables", "ext4", "/dev/test").replace('"host"', '"test-host"', 1))
     profile = load_profile(path)
     assert isinstance(profile, HostProfile)
     slow_disk = load_profile(path)
@@ -53,7 +53,7 @@ def test_rendered_profile_validates_and_predicts(tmp_path) -> None:  # type: ign
     w = 3 * hidden * inter * 18 / 32
     ffn_ns = sum(w / 5.5 + 6 * hidden * inter * c / 120.0 for c in counts.ravel() if c)
     assert t * 1e9 >= ffn_ns
-    assert slow_disk.name == "host"
+    assert slow_disk.name == "test-host"
 
 
 def test_disk_probe_reads_every_expert_at_each_size(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -124,7 +124,7 @@ def test_disk_deciles_round_trip_and_expected_prediction(tmp_path) -> None:  # t
     deciles = (1.2, 1.25, 1.3, 1.5, 1.7, 2.1, 2.4, 2.6, 2.8)
     fit = replace(fit_host(*_tables(40_000.0, 1.7, 5.5, 120.0, 110.0)), read_bw_deciles_GBps=deciles)
     path = tmp_path / "host.toml"
-    path.write_text(render_host_profile(fit, "test tables", "ext4", "/dev/test"))
+    path.write_text(render_host_profile(fit, "test tables", "ext4", "/dev/test").replace('"host"', '"test-host"', 1))
     profile = load_profile(path)
     assert isinstance(profile, HostProfile)
     assert profile.storage.read_bw_deciles_GBps == list(deciles)

@@ -60,8 +60,8 @@ new_TFLOPS = "assumed: last table"
 
 
 def test_bundled_profile_changes_only_the_edited_lines(tmp_path: Path) -> None:
-    original = (profile_dir() / "sd8-elite-gen5.toml").read_text()
-    path = tmp_path / "sd8-elite-gen5.toml"
+    original = (profile_dir() / "sd8-elite-gen5.toml").read_text().replace('"sd8-elite-gen5"', '"my-phone"', 1)
+    path = tmp_path / "my-phone.toml"
     path.write_text(original)
     set_profile_value(path, "htp", "hmx_fp16_TFLOPS", 21.5, "fitted: test")
     before, after = original.splitlines(), path.read_text().splitlines()

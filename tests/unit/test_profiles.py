@@ -54,9 +54,9 @@ def test_pending_numbers_raise_instead_of_defaulting(write_profile, phone_profil
 
 
 def test_profile_hash_is_stable_and_sensitive(write_profile, phone_profile_text) -> None:  # type: ignore[no-untyped-def]
-    a = load_profile("sd8-elite-gen5")
-    b = load_profile(write_profile(phone_profile_text))
-    assert profile_hash(a) == profile_hash(b)
+    a = load_profile(write_profile(phone_profile_text))
+    b = load_profile(write_profile(phone_profile_text, "copy.toml"))
+    assert profile_hash(a) == profile_hash(b) != profile_hash(load_profile("sd8-elite-gen5"))   # the name counts
     c = load_profile(write_profile(phone_profile_text.replace("peak_read_bw_GBps = 4.3", "peak_read_bw_GBps = 4.4")))
     assert profile_hash(c) != profile_hash(a)
 

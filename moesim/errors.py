@@ -44,12 +44,18 @@ class InputError(MoesimError, ValueError):
         self.rule = rule
         self.value = value
         self.source = source
+        self.show_value = show_value
         message = f"{field} {rule}" if rule else field
         if show_value:
             message += f", got {format_value(value)}"
         if source:
             message = f"{source}: {message}"
         super().__init__(message)
+
+
+    def renamed(self, field: str) -> InputError:
+        """The same error, naming ``field`` (the option a user typed for this run field)."""
+        return InputError(field, self.rule, self.value, source=self.source, show_value=self.show_value)
 
 
 class NotFittedError(MoesimError):

@@ -20,6 +20,7 @@ from moesim.config.loading import validate_data
 from moesim.config.specdecode import parse_routing
 from moesim.errors import InputError
 from moesim.files import write_json_atomic
+from moesim.progress import activity
 from moesim.results import DecodeMetrics
 from moesim.simulate.decode import simulate_decode
 
@@ -92,6 +93,7 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
               "maximise tokens/s under --memory-budget-gib (LRU cache), then run the choice.")
 @click.option("--check", is_flag=True, help="With --autoconfig: simulate every setting at four cache sizes and "
               "report the choice's regret against the best.")
+@click.option("--quiet", is_flag=True, help="No progress bar (it is drawn only on a terminal anyway).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float | None, cache_policy: str,
            pinned_by: str, pinned_share: float, prefetch: str, expert_format: str, read_group_size: int,
@@ -100,7 +102,7 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
            predictor: str | None,
            backend: str, queue_depth: int | None, warmup_tokens: int, trace_path: str | None, seed: int,
            overrides: tuple[str, ...], timeline: str | None, memory_budget_gib: float | None, autoconfig: bool,
-           check: bool, as_json: bool) -> None:
+           check: bool, quiet: bool, as_json: bool) -> None:
     """Simulate decode on a phone: an expert cache in DRAM, misses read from UFS, optional speculation."""
     run = validate_data(DecodeRun, decode_run_data(
         model=model, device=device, tokens=tokens, context=context, cache_GiB=cache_GiB, cache_policy=cache_policy,
@@ -110,10 +112,13 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
         width=width, draft_routing=draft_routing, draft_mu=draft_mu, temperature=temperature, predictor=predictor,
         backend=backend,
         queue_depth=queue_depth, warmup_tokens=warmup_tokens, trace=trace_path, seed=seed, overrides=overrides))
+    show = False if quiet else None
     if autoconfig or check or memory_budget_gib is not None:
-        _autoconfig(run, memory_budget_gib, autoconfig, check, timeline, as_json)
+        with activity(f"decode --autoconfig {run.model}", show):
+            _autoconfig(run, memory_budget_gib, autoconfig, check, timeline, as_json)
         return
-    result = simulate_decode(run)
+    with activity(f"decode {run.model}, {run.tokens} tokens", show) as update:
+        result = simulate_decode(run, progress=update)
     if timeline:
         write_json_atomic(result.to_chrome_trace(), timeline)
     show_decode(result.metrics, as_json)

@@ -18,6 +18,7 @@ from moesim.config.base import Frozen
 from moesim.config.catalog import load_model
 from moesim.config.model import ModelSpec
 from moesim.errors import InputError
+from moesim.progress import phase as progress_phase
 from moesim.traces import synth_cache
 from moesim.traces.synth_fit import FitTargets, Measured, fit_params, measure
 from moesim.traces.synth_gen import GenParams, generate, segment_plan
@@ -138,6 +139,7 @@ def synthesize(model: str | Path | ModelSpec, n_tokens: int, *, fit: RoutingTrac
     shape = (n_tokens, len(layers), spec.moe.top_k)
     experts = None if key is None else synth_cache.load_experts(key, n_tokens, shape, spec.moe.num_routed_experts)
     if experts is None:
+        progress_phase("generating synthetic routing")
         experts = generate(params, plan, np.random.default_rng(gen_seed))
         if key is not None:
             synth_cache.save_experts(key, n_tokens, experts)
@@ -160,6 +162,7 @@ def _fitted(key: str | None, targets: FitTargets, spec: ModelSpec, n_layers: int
     found = None if key is None else synth_cache.load_fit(key, n_layers, n_exp, k)
     if found is not None:
         return found
+    progress_phase("fitting the routing generator" + (" (once per model)" if key else ""))
     params, achieved = fit_params(targets, k, seed)
     if key is not None:
         synth_cache.save_fit(key, params, achieved)

@@ -6,7 +6,10 @@ Times, as wall seconds of a fresh ``python -m moesim`` process (the median of ``
 
 * ``--version`` and ``--help``;
 * a Qwen3-30B-A3B 4K prefill with a cold cache (an empty ``$MOESIM_CACHE_DIR``: the routing
-  generator is fitted and the trace generated) and with a warm one (the same command again).
+  generator is fitted and the trace generated) and with a warm one (the same command again);
+* in one process, ``synthesize("qwen3-30b-a3b", 4096)``: fit and generate (no cache), and
+  generate from a cached fit (a token count not seen before); the previous release has no
+  cache, so its second figure is its first.
 
 ``--previous`` is a checkout of the previous release (for example
 ``git worktree add /tmp/moesim-prev f9b79b1``); each timing is run there too (with the same
@@ -58,11 +61,37 @@ def measure(checkout: Path, repeat: int) -> tuple[dict[str, float], str, str]:
     return out, cold_out, warm_out
 
 
+#: prints the seconds of a synthesize without cache, then of one from a cached fit
+_SYNTH = """
+import os, sys, tempfile, time
+os.environ["MOESIM_CACHE_DIR"] = tempfile.mkdtemp()
+from moesim.traces import synthesize
+cached = "cache" in synthesize.__code__.co_varnames
+t = time.perf_counter(); synthesize("qwen3-30b-a3b", 4096, seed=0, **({"cache": False} if cached else {}))
+cold = time.perf_counter() - t
+if cached:
+    synthesize("qwen3-30b-a3b", 1024, seed=0)
+    t = time.perf_counter(); synthesize("qwen3-30b-a3b", 4096, seed=0); fitted = time.perf_counter() - t
+else:
+    fitted = cold
+print(cold, fitted)
+"""
+
+
+def measure_synth(checkout: Path) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    out = subprocess.run([sys.executable, "-c", _SYNTH], cwd=checkout, env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    return {"synth_cold": float(out[-2]), "synth_fitted": float(out[-1])}
+
+
 def _table(now: dict[str, float], prev: dict[str, float] | None) -> str:
     lines = ["| timing | now (s) | previous (s) | previous / now |", "|---|---:|---:|---:|"]
     labels = {"version": "`moesim --version`", "help": "`moesim --help`",
               "prefill_cold": "Qwen3-30B-A3B 4K prefill, cold cache",
-              "prefill_warm": "Qwen3-30B-A3B 4K prefill, warm cache"}
+              "prefill_warm": "Qwen3-30B-A3B 4K prefill, warm cache",
+              "synth_cold": "synthesize qwen3-30b-a3b 4096: fit + generate",
+              "synth_fitted": "synthesize qwen3-30b-a3b 4096 from a cached fit"}
     for key, label in labels.items():
         p = "" if prev is None else f"{prev[key]:.2f}"
         ratio = "" if prev is None else f"{prev[key] / now[key]:.1f}x"
@@ -78,10 +107,12 @@ def main() -> None:
     ap.add_argument("--write-md", type=Path, help="also write the table to this markdown file")
     args = ap.parse_args()
     now, cold_out, warm_out = measure(HERE, args.repeat)
+    now.update(measure_synth(HERE))
     notes = [] if cold_out == warm_out else ["the warm-cache prefill output differs from the cold one"]
     prev = None
     if args.previous is not None:
         prev, prev_out, _ = measure(args.previous.resolve(), args.repeat)
+        prev.update(measure_synth(args.previous.resolve()))
         if prev_out != cold_out:
             notes.append("the prefill output differs from the previous release's")
     result: dict[str, Any] = {"now": now, "previous": prev, "notes": notes or ["prefill output identical"]}
@@ -93,7 +124,9 @@ def main() -> None:
     if args.write_md is not None:
         head = (f"# Start-up and synthetic-routing cache (validation/bench_startup.py)\n\n"
                 f"`python validation/bench_startup.py --previous <checkout> --repeat {args.repeat} --write-md "
-                f"{args.write_md}`, on {os.cpu_count()} cores; median wall seconds of a fresh process.\n\n")
+                f"{args.write_md}`, on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f} at the "
+                f"end: other work shares this machine); median wall seconds of a fresh process (the synthesize rows: "
+                f"one run each, in one process). Previous: {args.previous or 'not given'}.\n\n")
         args.write_md.write_text(head + _table(now, prev) + "\n\n" + "; ".join(result["notes"]) + "\n")
 
 

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from moesim.cli.output import emit_json, emit_table, fmt_num, writable_path
 from moesim.errors import InputError
+from moesim.progress import activity
 from moesim.traces import (
     FORMATS,
     TargetStats,
@@ -170,29 +171,19 @@ def assemble_cmd(path: Path, tokens: int, start_segment: int, allow_repeat: bool
 @click.option("--coverage-32", "cov32", type=float, help="Without --fit: coverage at W=32 (optional).")
 @click.option("--coverage-128", "cov128", type=float, help="Without --fit: coverage at W=128 (optional).")
 @click.option("--segment-tokens", default=512, show_default=True, help="Without --fit: tokens per request.")
+@click.option("--quiet", is_flag=True, help="No progress spinner (it is drawn only on a terminal anyway).")
 @_OUT
 @_JSON
 def synth_cmd(model: str, tokens: int, fit_path: Path | None, seed: int, entropy: float | None,
               reuse: float | None, cov32: float | None, cov128: float | None, segment_tokens: int,
-              out: Path, as_json: bool) -> None:
+              quiet: bool, out: Path, as_json: bool) -> None:
     """Generate a synthetic trace (always labelled synthetic) fitted to a trace or to statistics.
 
     Without --fit and statistics, defaults typical of the real traces are used (and stated).
     """
     given = {"--entropy": entropy, "--reuse": reuse, "--coverage-32": cov32, "--coverage-128": cov128}
-    if fit_path is not None:
-        extra = [k for k, v in given.items() if v is not None]
-        if extra:
-            raise InputError("--fit", "excludes the statistics options", extra)
-        t = synthesize(model, tokens, fit=read_trace(fit_path), seed=seed)
-    elif all(v is None for v in given.values()):
-        t = synthesize(model, tokens, seed=seed)  # DEFAULT_STATS, stated in meta.synth.fitted_to
-    else:
-        if entropy is None or reuse is None:
-            raise InputError("synth", "needs both --entropy and --reuse when statistics are given",
-                             [k for k, v in given.items() if v is not None])
-        stats = _target_stats(entropy, reuse, cov32, cov128, segment_tokens)
-        t = synthesize(model, tokens, stats=stats, seed=seed)
+    with activity(f"trace synth {model}, {tokens} tokens", False if quiet else None):
+        t = _synthesize(model, tokens, fit_path, seed, given, segment_tokens)
     write_trace(t, out)
     if as_json:
         emit_json({"output": str(out), "trace": _summary(t), "synth": t.meta.synth})
@@ -201,6 +192,23 @@ def synth_cmd(model: str, tokens: int, fit_path: Path | None, seed: int, entropy
     click.echo(f"{t.num_tokens:,} synthetic tokens of {t.meta.model}; fitted to {t.meta.synth['fitted_to']}")
     click.echo(f"targets {t.meta.synth['targets']}; fitting run {t.meta.synth['fit_run']}")
     click.echo(f"wrote {out}")
+
+
+def _synthesize(model: str, tokens: int, fit_path: Path | None, seed: int, given: dict[str, float | None],
+                segment_tokens: int) -> RoutingTrace:
+    if fit_path is not None:
+        extra = [k for k, v in given.items() if v is not None]
+        if extra:
+            raise InputError("--fit", "excludes the statistics options", extra)
+        return synthesize(model, tokens, fit=read_trace(fit_path), seed=seed)
+    if all(v is None for v in given.values()):
+        return synthesize(model, tokens, seed=seed)  # DEFAULT_STATS, stated in meta.synth.fitted_to
+    entropy, reuse = given["--entropy"], given["--reuse"]
+    if entropy is None or reuse is None:
+        raise InputError("synth", "needs both --entropy and --reuse when statistics are given",
+                         [k for k, v in given.items() if v is not None])
+    stats = _target_stats(entropy, reuse, given["--coverage-32"], given["--coverage-128"], segment_tokens)
+    return synthesize(model, tokens, stats=stats, seed=seed)
 
 
 def _target_stats(entropy: float, reuse: float, cov32: float | None, cov128: float | None,

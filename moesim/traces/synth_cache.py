@@ -9,6 +9,11 @@ generating a prompt from fitted parameters costs a fraction of that. Both are ke
   name), the target statistics and the seed;
 - ``trace-<key>.npz``: the expert ids of one trace, keyed by the fit key and the token count.
 
+The package ships the fits of the catalog models that have no real trace, for the default
+statistics and seed 0 (``moesim/data/synth/``, made by ``traces/make_synth_fits.py``), so
+their first run skips the fit too; a shipped fit is found by the same key, so a changed model
+or generator simply does not find it.
+
 An entry is used only when it reads back whole with its own key, shapes and value ranges;
 anything else (a truncated, corrupt or foreign file) is ignored and regenerated. A cache
 folder that cannot be written is not an error: the work is simply not kept. Writes are
@@ -32,9 +37,12 @@ from moesim.files import atomic_path
 from moesim.traces.synth_fit import Measured
 from moesim.traces.synth_gen import GenParams
 
-__all__ = ["CACHE_ENV", "cache_root", "fit_key", "load_fit", "save_fit", "load_experts", "save_experts"]
+__all__ = ["CACHE_ENV", "BUNDLED_FITS", "cache_root", "fit_key", "fit_name", "load_fit", "save_fit", "load_experts",
+           "save_experts"]
 
 CACHE_ENV = "MOESIM_CACHE_DIR"
+#: fits shipped with the package (read only)
+BUNDLED_FITS = Path(__file__).resolve().parent.parent / "data" / "synth"
 _MEASURED = ("pi", "coverage32", "coverage128", "union4", "reuse")
 
 
@@ -57,16 +65,16 @@ def fit_key(generator: str, spec: dict[str, Any], stats: dict[str, Any] | None, 
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _save(name: str, key: str, arrays: dict[str, npt.NDArray[Any]]) -> None:
+def _save(name: str, key: str, arrays: dict[str, npt.NDArray[Any]], folder: Path | None = None) -> None:
     try:
-        with atomic_path(_folder() / name) as tmp, tmp.open("wb") as fh:   # a file object: no .npz added
+        with atomic_path((folder or _folder()) / name) as tmp, tmp.open("wb") as fh:   # a file object: no .npz added
             np.savez(fh, **{"key": np.array(key), **arrays})  # type: ignore[arg-type]
     except (OSError, MoesimError):
         pass                         # an unwritable cache folder only means no caching
 
 
-def _load(name: str, key: str) -> dict[str, npt.NDArray[Any]] | None:
-    path = _folder() / name
+def _load(name: str, key: str, folder: Path | None = None) -> dict[str, npt.NDArray[Any]] | None:
+    path = (folder or _folder()) / name
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {n: z[n] for n in z.files}
@@ -77,15 +85,24 @@ def _load(name: str, key: str) -> dict[str, npt.NDArray[Any]] | None:
     return arrays
 
 
-def save_fit(key: str, params: GenParams, achieved: Measured) -> None:
+def fit_name(key: str) -> str:
+    return f"fit-{key}.npz"
+
+
+def save_fit(key: str, params: GenParams, achieved: Measured, folder: Path | None = None) -> None:
+    """Keep a fit in the user's cache (or in ``folder``)."""
     scalars = np.array([params.rho, params.ws_frac, params.leak], dtype=np.float64)
-    _save(f"fit-{key}.npz", key, {"logw": params.logw, "k": np.array(params.k, dtype=np.int64), "scalars": scalars,
-                                  **{f"m_{n}": np.asarray(getattr(achieved, n), dtype=np.float64) for n in _MEASURED}})
+    _save(fit_name(key), key, {"logw": params.logw, "k": np.array(params.k, dtype=np.int64), "scalars": scalars,
+                                  **{f"m_{n}": np.asarray(getattr(achieved, n), dtype=np.float64) for n in _MEASURED}},
+          folder)
 
 
 def load_fit(key: str, n_layers: int, n_exp: int, k: int) -> tuple[GenParams, Measured] | None:
-    """The stored fit, or None when absent or not exactly what ``key`` promises."""
-    z = _load(f"fit-{key}.npz", key)
+    """The stored fit (the user's cache, then the shipped fits), or None when absent or not
+    exactly what ``key`` promises."""
+    z = _load(fit_name(key), key)
+    if z is None:
+        z = _load(fit_name(key), key, BUNDLED_FITS)
     try:
         if z is None or int(z["k"]) != k or z["logw"].shape != (n_layers, n_exp) or z["scalars"].shape != (3,):
             return None

@@ -15,7 +15,8 @@ import pytest
 import moesim.traces.synth as synth
 from moesim.config.catalog import load_model
 from moesim.traces import RoutingTrace, TargetStats, synthesize
-from moesim.traces.synth_cache import cache_root, fit_key
+from moesim.traces.sources import synthetic_catalog_models
+from moesim.traces.synth_cache import BUNDLED_FITS, cache_root, fit_key, fit_name, load_fit
 from moesim.traces.synth_gen import GenParams, Tape, generate
 
 #: the cheapest fit (no coverage bisection): flame-moe-290m, 8 layers, k = 6 of 64
@@ -165,3 +166,26 @@ def test_cache_folder_follows_the_environment(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_root() == tmp_path / "home" / ".cache" / "moesim"
+
+
+def _shipped_key(name: str) -> str:
+    spec, stats = load_model(name).model_dump(mode="json"), synth.DEFAULT_STATS.model_dump(mode="json")
+    return fit_key(synth.GENERATOR, spec, stats, 0)
+
+
+def test_shipped_fits_are_current_for_every_synthetic_catalog_model() -> None:
+    names = synthetic_catalog_models()
+    want = {fit_name(_shipped_key(n)) for n in names}
+    have = {p.name for p in BUNDLED_FITS.glob("fit-*.npz")}
+    assert {"qwen3-30b-a3b", "deepseek-v3.1", "qwen3-235b-a22b"} <= set(names)
+    assert have == want, "model or generator changed: run python traces/make_synth_fits.py"
+    for name in names:
+        spec = load_model(name)
+        assert load_fit(_shipped_key(name), spec.num_moe_layers, spec.moe.num_routed_experts, spec.moe.top_k)
+
+
+def test_shipped_fit_is_what_the_fit_computes(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh = synthesize("lfm2.5-8b-a1b", 300, seed=0, cache=False)
+    monkeypatch.setattr(synth, "fit_params", lambda *a, **k: pytest.fail("refitted"))
+    shipped = synthesize("lfm2.5-8b-a1b", 300, seed=0)             # an empty user cache: the shipped fit
+    assert _same(fresh, shipped)

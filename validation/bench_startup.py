@@ -5,8 +5,9 @@
 Times, as wall seconds of a fresh ``python -m moesim`` process (the median of ``--repeat``):
 
 * ``--version`` and ``--help``;
-* a Qwen3-30B-A3B 4K prefill with a cold cache (an empty ``$MOESIM_CACHE_DIR``: the routing
-  generator is fitted and the trace generated) and with a warm one (the same command again);
+* a Qwen3-30B-A3B 4K prefill with a cold cache (an empty ``$MOESIM_CACHE_DIR``: the trace is
+  generated from the fit shipped in moesim/data/synth/) and with a warm one (the same command
+  again: the trace is read from the cache);
 * in one process, ``synthesize("qwen3-30b-a3b", 4096)``: fit and generate (no cache), and
   generate from a cached fit (a token count not seen before); the previous release has no
   cache, so its second figure is its first.
@@ -88,8 +89,8 @@ def measure_synth(checkout: Path) -> dict[str, float]:
 def _table(now: dict[str, float], prev: dict[str, float] | None) -> str:
     lines = ["| timing | now (s) | previous (s) | previous / now |", "|---|---:|---:|---:|"]
     labels = {"version": "`moesim --version`", "help": "`moesim --help`",
-              "prefill_cold": "Qwen3-30B-A3B 4K prefill, cold cache",
-              "prefill_warm": "Qwen3-30B-A3B 4K prefill, warm cache",
+              "prefill_cold": "Qwen3-30B-A3B 4K prefill, first run (empty user cache)",
+              "prefill_warm": "Qwen3-30B-A3B 4K prefill, repeated (warm cache)",
               "synth_cold": "synthesize qwen3-30b-a3b 4096: fit + generate",
               "synth_fitted": "synthesize qwen3-30b-a3b 4096 from a cached fit"}
     for key, label in labels.items():

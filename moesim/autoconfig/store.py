@@ -1,6 +1,7 @@
 """Stored service-time profiles on disk, keyed by model, device profile, prompt routing.
 
-A profile is saved as ``<key>.npz`` in ``$MOESIM_CACHE_DIR`` (default ``~/.cache/moesim``)
+A profile is saved as ``<key>.npz`` in ``$MOESIM_CACHE_DIR`` (default ``$XDG_CACHE_HOME/moesim``,
+else ``~/.cache/moesim``)
 under ``profiles/``: the float64 service times round-trip exactly, so a selection from a
 stored profile equals one from a fresh profile. Writes are atomic (:mod:`moesim.files`).
 """
@@ -8,7 +9,6 @@ stored profile equals one from a fresh profile. Writes are atomic (:mod:`moesim.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ import numpy as np
 from moesim.cost.ops import OpCost
 from moesim.cost.pipeline import ServiceTimes
 from moesim.files import atomic_path
+from moesim.traces.synth_cache import cache_root
 
 __all__ = ["cache_dir", "profile_key", "save_service_times", "load_service_times"]
 
@@ -23,8 +24,7 @@ _VERSION = 1
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("MOESIM_CACHE_DIR") or str(Path.home() / ".cache" / "moesim")
-    return Path(root) / "profiles"
+    return cache_root() / "profiles"
 
 
 def profile_key(model: str, profile_hash: str, routing: np.ndarray, tokens: int) -> str:

@@ -22,6 +22,7 @@ from moesim.config.specdecode import parse_routing
 from moesim.cost.uncertainty import budget_warning, interval_over_budget
 from moesim.errors import InputError
 from moesim.files import write_json_atomic
+from moesim.progress import activity
 from moesim.results import DecodeMetrics
 from moesim.simulate.decode import simulate_decode
 
@@ -146,6 +147,7 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
               "tokens/s under --memory-budget-gib, then run the choice.")
 @click.option("--check", is_flag=True, help="With --autoconfig: simulate every setting at four cache sizes and "
               "report the choice's regret against the best.")
+@click.option("--quiet", is_flag=True, help="No progress bar (it is drawn only on a terminal anyway).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float | None, cache_policy: str,
            pinned_by: str, pinned_share: float, prefetch: str, expert_format: str, read_group_size: int,
@@ -154,7 +156,7 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
            predictor: str | None,
            backend: str, queue_depth: int | None, warmup_tokens: int, trace_path: str | None, seed: int,
            overrides: tuple[str, ...], timeline: str | None, memory_budget_gib: float | None, autoconfig: bool,
-           check: bool, as_json: bool) -> None:
+           check: bool, quiet: bool, as_json: bool) -> None:
     """Simulate decode on a phone: an expert cache in DRAM, misses read from UFS, optional speculation."""
     source = click.get_current_context().get_parameter_source
     params = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature", "predictor", "pinned_by",
@@ -173,11 +175,14 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
         width=width, draft_routing=draft_routing, draft_mu=draft_mu, temperature=temperature, predictor=predictor,
         backend=backend,
         queue_depth=queue_depth, warmup_tokens=warmup_tokens, trace=trace_path, seed=seed, overrides=overrides))
+    show = False if quiet else None
     if autoconfig or check or memory_budget_gib is not None:
         given_policy = cache_policy if source("cache_policy") not in (ParameterSource.DEFAULT, None) else None
-        _autoconfig(run, memory_budget_gib, autoconfig, check, timeline, as_json, given_policy)
+        with activity(f"decode --autoconfig {run.model}", show):
+            _autoconfig(run, memory_budget_gib, autoconfig, check, timeline, as_json, given_policy)
         return
-    result = simulate_decode(run)
+    with activity(f"decode {run.model}, {run.tokens} tokens", show) as update:
+        result = simulate_decode(run, progress=update)
     if timeline:
         write_json_atomic(result.to_chrome_trace(), timeline)
     show_decode(result.metrics, as_json)

@@ -13,6 +13,7 @@ from moesim.config.prefill import POLICY_NAMES, PREFETCH_POINTS, PrefillRun, bui
 from moesim.cost.uncertainty import budget_warning
 from moesim.errors import InputError
 from moesim.files import write_json_atomic
+from moesim.progress import activity
 from moesim.results import PrefillMetrics
 from moesim.simulate.prefill import mobile_profile, simulate_prefill
 
@@ -59,17 +60,19 @@ def parse_overrides(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--timeline", type=click.Path(dir_okay=False), callback=writable_path,
               help="Write a Chrome/Perfetto trace-event JSON.")
+@click.option("--quiet", is_flag=True, help="No progress spinner (it is drawn only on a terminal anyway).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy: str, group_size: int | None,
             banks: int | None, queue_depth: int | None, prefetch: str | None, memory_budget_gib: float | None,
-            overrides: tuple[str, ...], seed: int, timeline: str | None, as_json: bool) -> None:
+            overrides: tuple[str, ...], seed: int, timeline: str | None, quiet: bool, as_json: bool) -> None:
     """Simulate MoE prefill with expert streaming (EStream) or a baseline policy."""
     options = {"group_size": group_size, "banks": banks, "queue_depth": queue_depth, "prefetch": prefetch}
     run = validate_data(PrefillRun, {"model": model, "device": device, "tokens": tokens, "trace": trace_path,
                                      "policy": build_policy(policy, options), "memory_budget_GiB": memory_budget_gib,
                                      "seed": seed, "overrides": parse_overrides(overrides)})
     warn_budget_above_device(run.memory_budget_GiB, run.device, run.overrides)
-    result = simulate_prefill(run)
+    with activity(f"prefill {run.model}, {run.tokens} tokens", show=False if quiet else None):
+        result = simulate_prefill(run)
     if timeline:
         write_json_atomic(result.to_chrome_trace(), timeline)
     show_prefill(result.metrics, as_json)

@@ -15,6 +15,7 @@ from moesim.config.loading import validate_data
 from moesim.config.specdecode import MTP_TOP1_LOGIT, SELECTORS, SpecDecodeRun, parse_predictor, parse_routing
 from moesim.errors import InputError
 from moesim.plotting import check_figure_path, pyplot, save_figure
+from moesim.progress import activity
 from moesim.results import SpecDecodeMetrics
 from moesim.simulate.specdecode import gamma_sweep, gpu_profile, simulate_specdecode
 
@@ -113,13 +114,15 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
               "--selector is given) and print one row per run.")
 @click.option("--plot", type=click.Path(dir_okay=False), callback=writable_path,
               help="With --gamma-sweep: write E and speedup vs gamma.")
+@click.option("--quiet", is_flag=True, help="No progress spinner (it is drawn only on a terminal anyway).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def specdecode(model: str, device: str, trace_path: str | None, selector: str | None, gamma: int,
                predictor: str | None,
                depth: int, width: int, draft_routing: str, epsilon: float, t_draft_ms: float | None,
                t_pred_ms: float | None, passes: int, batch_size: int, requests: str | None, drafter: str,
                draft_mu: float | None, temperature: float, seed: int,
-               overrides: tuple[str, ...], gamma_sweep: str | None, plot: str | None, as_json: bool) -> None:
+               overrides: tuple[str, ...], gamma_sweep: str | None, plot: str | None, quiet: bool,
+               as_json: bool) -> None:
     """Simulate speculative decoding with draft trees and a selection rule (EcoSpec), batch 1 or more."""
     source = click.get_current_context().get_parameter_source
     given = {p for p in ("predictor", "epsilon", "t_pred_ms", "t_draft_ms", "gamma")
@@ -145,9 +148,12 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
         raise InputError("--plot", "needs --gamma-sweep", plot)
     if gamma_sweep is not None:
         gammas = parse_int_list(gamma_sweep, "--gamma-sweep")
-        _sweep(run, profile, gammas, [selector] if selector else list(SELECTORS), plot, as_json)
+        with activity(f"specdecode --gamma-sweep {run.model}", False if quiet else None):
+            _sweep(run, profile, gammas, [selector] if selector else list(SELECTORS), plot, as_json)
         return
-    show_specdecode(simulate_specdecode(run).metrics, as_json)
+    with activity(f"specdecode {run.model}, draft {run.drafter}", False if quiet else None):
+        result = simulate_specdecode(run)
+    show_specdecode(result.metrics, as_json)
 
 
 def show_specdecode(metrics: SpecDecodeMetrics, as_json: bool) -> None:

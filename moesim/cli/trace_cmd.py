@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from moesim.cli.output import emit_json, emit_table, fmt_num, writable_path
 from moesim.errors import InputError
+from moesim.progress import activity
 from moesim.traces import (
     FORMATS,
     TargetStats,
@@ -172,11 +173,12 @@ def assemble_cmd(path: Path, tokens: int, start_segment: int, allow_repeat: bool
 @click.option("--coverage-128", "cov128", type=float, help="Without --fit: coverage at W=128 (optional).")
 @click.option("--segment-tokens", type=int, metavar="N", help="Without --fit: tokens per request [default: 400 "
               "with the default statistics, 512 with --entropy and --reuse].")
+@click.option("--quiet", is_flag=True, help="No progress spinner (it is drawn only on a terminal anyway).")
 @_OUT
 @_JSON
 def synth_cmd(model: str, tokens: int, fit_path: Path | None, seed: int, entropy: float | None,
               reuse: float | None, cov32: float | None, cov128: float | None, segment_tokens: int | None,
-              out: Path, as_json: bool) -> None:
+              quiet: bool, out: Path, as_json: bool) -> None:
     """Generate a synthetic trace (always labelled synthetic) fitted to a trace or to statistics.
 
     Without --fit and statistics, defaults typical of the real traces are used (and stated).
@@ -184,20 +186,8 @@ def synth_cmd(model: str, tokens: int, fit_path: Path | None, seed: int, entropy
     given = {"--entropy": entropy, "--reuse": reuse, "--coverage-32": cov32, "--coverage-128": cov128}
     if segment_tokens is not None and segment_tokens < 1:
         raise InputError("--segment-tokens", "must be an integer >= 1 (tokens per synthetic request)", segment_tokens)
-    if fit_path is not None:
-        extra = [k for k, v in {**given, "--segment-tokens": segment_tokens}.items() if v is not None]
-        if extra:
-            raise InputError("--fit", "excludes the statistics options (the fit takes them from the trace)", extra)
-        t = synthesize(model, tokens, fit=read_trace(fit_path), seed=seed)
-    elif all(v is None for v in given.values()):
-        stats = None if segment_tokens is None else DEFAULT_STATS.model_copy(update={"segment_tokens": segment_tokens})
-        t = synthesize(model, tokens, stats=stats, seed=seed)  # DEFAULT_STATS, stated in meta.synth.fitted_to
-    else:
-        if entropy is None or reuse is None:
-            raise InputError("synth", "needs both --entropy and --reuse when statistics are given",
-                             [k for k, v in given.items() if v is not None])
-        stats = _target_stats(entropy, reuse, cov32, cov128, 512 if segment_tokens is None else segment_tokens)
-        t = synthesize(model, tokens, stats=stats, seed=seed)
+    with activity(f"trace synth {model}, {tokens} tokens", False if quiet else None):
+        t = _synthesize(model, tokens, fit_path, seed, given, segment_tokens)
     write_trace(t, out)
     if as_json:
         emit_json({"output": str(out), "trace": _summary(t), "synth": t.meta.synth})
@@ -206,6 +196,25 @@ def synth_cmd(model: str, tokens: int, fit_path: Path | None, seed: int, entropy
     click.echo(f"{t.num_tokens:,} synthetic tokens of {t.meta.model}; fitted to {t.meta.synth['fitted_to']}")
     click.echo(f"targets {t.meta.synth['targets']}; fitting run {t.meta.synth['fit_run']}")
     click.echo(f"wrote {out}")
+
+
+def _synthesize(model: str, tokens: int, fit_path: Path | None, seed: int, given: dict[str, float | None],
+                segment_tokens: int | None) -> RoutingTrace:
+    if fit_path is not None:
+        extra = [k for k, v in {**given, "--segment-tokens": segment_tokens}.items() if v is not None]
+        if extra:
+            raise InputError("--fit", "excludes the statistics options (the fit takes them from the trace)", extra)
+        return synthesize(model, tokens, fit=read_trace(fit_path), seed=seed)
+    if all(v is None for v in given.values()):
+        stats = None if segment_tokens is None else DEFAULT_STATS.model_copy(update={"segment_tokens": segment_tokens})
+        return synthesize(model, tokens, stats=stats, seed=seed)  # DEFAULT_STATS, stated in meta.synth.fitted_to
+    entropy, reuse = given["--entropy"], given["--reuse"]
+    if entropy is None or reuse is None:
+        raise InputError("synth", "needs both --entropy and --reuse when statistics are given",
+                         [k for k, v in given.items() if v is not None])
+    stats = _target_stats(entropy, reuse, given["--coverage-32"], given["--coverage-128"],
+                          512 if segment_tokens is None else segment_tokens)
+    return synthesize(model, tokens, stats=stats, seed=seed)
 
 
 def _target_stats(entropy: float, reuse: float, cov32: float | None, cov128: float | None,

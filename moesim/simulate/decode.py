@@ -22,7 +22,7 @@ from moesim.cost.params import Backend, check_queue_depth, cpu_backend, npu_back
 from moesim.cost.uncertainty import memory_interval_gib
 from moesim.engine import Sim
 from moesim.errors import InputError
-from moesim.policies.decode.cache import make_cache
+from moesim.policies.decode.cache import ExpertCache, make_cache
 from moesim.policies.decode.placement import (
     ReadLayout,
     coactivation_graph,
@@ -32,12 +32,13 @@ from moesim.policies.decode.placement import (
     read_groups,
 )
 from moesim.policies.decode.replay import belady_hits
-from moesim.policies.decode.steps import DecodeSteps, SpecSettings
+from moesim.policies.decode.steps import DecodeSteps, SpecSettings, StepPlan
 from moesim.policies.predictors import LayerAheadPredictor
 from moesim.policies.specdecode.bits import Words, pack_sets
 from moesim.policies.specdecode.learned import fit_learned
 from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle_table, table_predictor
 from moesim.policies.specdecode.tree import tree_shape
+from moesim.progress import Update, phase
 from moesim.results import DecodeConfig, DecodeMetrics, DecodeResult, run_config
 from moesim.simulate.prefill import mobile_profile
 from moesim.simulate.specdecode import decode_runs, draft_at_temperature, resolve_trace
@@ -247,8 +248,9 @@ def _percentiles(step_ns: list[int], emitted: list[int]) -> dict[str, float]:
 
 
 def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
-                    profile: MobileNPUProfile | None = None) -> DecodeResult:
-    """Simulate ``run.tokens`` decode steps of ``run.model`` on a phone with an expert cache."""
+                    profile: MobileNPUProfile | None = None, progress: Update | None = None) -> DecodeResult:
+    """Simulate ``run.tokens`` decode steps of ``run.model`` on a phone with an expert cache;
+    ``progress(done, total)`` is called after every step with the tokens decoded so far."""
     wall0 = time.perf_counter()
     if isinstance(run.routing, AlternativeRouting):
         raise InputError("draft-routing", "alternative is not supported by decode (use mixture, nearby, request, "
@@ -303,7 +305,16 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
                   int(device.runtime.readahead_KiB * KiB) if run.cache_policy == "mmap" else None,
                   _layout(run, experts, n_exp, model.num_moe_layers))
     sim = Sim(run.seed)
-    stats, unit, ufs_unit = run_decode(sim, model, be, backend, cache, reads, steps, run.context, run.warmup_tokens)
+
+    def next_step(c: ExpertCache) -> StepPlan | None:
+        plan = steps(c)
+        if progress is not None:
+            progress(steps.generated, steps.tokens)
+        return plan
+
+    phase("simulating")
+    stats, unit, ufs_unit = run_decode(sim, model, be, backend, cache, reads, next_step, run.context,
+                                       run.warmup_tokens)
     events = sim.run()
     return DecodeResult(_metrics(run, model, device, stats, unit, ufs_unit, steps, memory, cache_B, slots, n_pinned,
                                  queue_depth, backend, tr, keep, bounds, events, wall0, spec,

@@ -25,6 +25,7 @@ from moesim.errors import InputError
 from moesim.limits import check_prompt_tokens
 from moesim.policies.prefill.plan import StreamPlan, plan_prefill
 from moesim.policies.prefill.search import Choice, build_profile, select
+from moesim.progress import phase
 from moesim.results import PrefillConfig, PrefillMetrics, PrefillResult, run_config
 from moesim.traces.sources import prompt_routing
 from moesim.traces.trace import RoutingTrace
@@ -122,8 +123,10 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
     if given_q is not None:   # before the search, which sizes its tables by Q
         check_queue_depth(given_q, device)
     if isinstance(policy, EStreamPolicy) and (policy.group_size is None or policy.banks is None):
+        phase("choosing group size and banks")
         policy, auto = _autoconfigure(policy, model, device, counts, run.tokens, base, arena_budget,
                                       run.memory_budget_GiB, run.overrides)
+    phase("simulating")
     plan = plan_prefill(policy, model, device, counts, arena_budget)
     _arena_checks(plan, device, arena_budget, run)
     sim = Sim(run.seed)

@@ -46,6 +46,7 @@ from moesim.policies.specdecode.learned import fit_learned
 from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle_table, table_predictor
 from moesim.policies.specdecode.temperature import acceptance_scale, t1_ratio
 from moesim.policies.specdecode.tree import tree_shape
+from moesim.progress import phase
 from moesim.results import SpecDecodeConfig, SpecDecodeMetrics, SpecDecodeResult, run_config
 from moesim.traces.trace import DECODE, RoutingTrace
 from moesim.units import GiB
@@ -213,6 +214,7 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replaye
                                         np.random.default_rng(predictor_seed))
         pred_info["used"] = True
     pred_info.update(default=described["default"], source=described["source"], resolved=described)
+    phase("replaying the draft trees")
     inputs = ReplayInputs(pack_sets(experts, n_exp), predict, bounds, model.num_moe_layers, model.moe.top_k)
     policy = ReplayPolicy(run.selector, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width),
                           draft_at_temperature(run.draft, model.name, run.temperature)[0], run.routing, run.passes,

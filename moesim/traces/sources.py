@@ -18,7 +18,7 @@ import numpy as np
 
 from moesim.config.model import ModelSpec
 
-__all__ = ["REAL_SOURCES", "default_trace", "prompt_routing"]
+__all__ = ["REAL_SOURCES", "default_trace", "prompt_routing", "synthetic_catalog_models"]
 
 #: model -> (path under the shared traces folder, importer format). The first real,
 #: all-layer trace of each model; models without one get synthetic routing.
@@ -32,6 +32,15 @@ REAL_SOURCES: dict[str, tuple[str, str]] = {
     "mixtral-8x7b": ("mixtral8x7b_speculative_moe", "mixtral-jsonl"),
     "flame-moe-290m": ("flame_moe_290m_dynande/flame290m_iter5473_stream2048.npz", "flame-npz"),
 }
+
+
+def synthetic_catalog_models() -> list[str]:
+    """Catalog models whose default routing is generated (no real trace, not the bundled one);
+    their generator fits ship in moesim/data/synth/ (traces/make_synth_fits.py)."""
+    from moesim.config.catalog import model_names
+    from moesim.traces.paths import BUNDLED_MODEL
+
+    return [name for name in model_names() if name not in REAL_SOURCES and name != BUNDLED_MODEL]
 
 
 def default_trace(model_name: str) -> Any:

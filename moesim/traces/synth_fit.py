@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from moesim.traces.stats import one_hot, window_unions
-from moesim.traces.synth_gen import GenParams, generate, segment_plan
+from moesim.traces.synth_gen import GenParams, Tape, generate, segment_plan
 
 __all__ = ["FitTargets", "Measured", "measure", "fit_params", "LEAK_DEFAULT"]
 
@@ -29,6 +30,8 @@ FIT_LAYERS = 8
 FIT_TOKENS = 4096  # tokens simulated per bisection run
 POPULARITY_TOKENS = 16384  # tokens simulated per popularity correction
 FULL_CORRECTIONS = 2
+#: the largest run whose draws are kept for the next runs on the same seed (float32 count)
+TAPE_FLOATS = 40_000_000
 RHO_MAX = 0.95
 LEAK_MIN = 1e-4
 #: starting leak of the two-target fit; the fits to the real traces give 0.05-0.36
@@ -59,8 +62,14 @@ class Measured:
     reuse: F64
 
 
-def measure(experts: npt.NDArray[np.int16], lengths: Sequence[int], n_exp: int) -> Measured:
-    """Fit statistics of a [T, L, k] array made of sequential segments of ``lengths``."""
+#: the statistics :func:`measure` computes by default (``pi`` always)
+ALL = ("coverage32", "coverage128", "union4", "reuse")
+
+
+def measure(experts: npt.NDArray[np.int16], lengths: Sequence[int], n_exp: int,
+            want: Sequence[str] = ALL) -> Measured:
+    """Fit statistics of a [T, L, k] array made of sequential segments of ``lengths``; only
+    ``pi`` and the statistics in ``want`` are computed (the others are NaN)."""
     t, n_layers, k = experts.shape
     edges = np.cumsum((0, *lengths))
     bounds = list(zip(edges[:-1].tolist(), edges[1:].tolist()))
@@ -70,8 +79,11 @@ def measure(experts: npt.NDArray[np.int16], lengths: Sequence[int], n_exp: int) 
     for layer in range(n_layers):
         hot = one_hot(experts[:, layer, :], n_exp)
         pi[layer] = hot.sum(axis=0) / t
-        stats[3, layer] = sum(float((hot[a + 1:b] & hot[a:b - 1]).sum()) for a, b in bounds) / pairs / k
+        if "reuse" in want:
+            stats[3, layer] = sum(float((hot[a + 1:b] & hot[a:b - 1]).sum()) for a, b in bounds) / pairs / k
         for row, (w, scale) in enumerate(((32, n_exp), (128, n_exp), (4, 1))):
+            if ALL[row] not in want:
+                continue
             u = window_unions(hot, bounds, w)
             if u.size:
                 stats[row, layer] = float(u.mean()) / scale
@@ -106,19 +118,24 @@ def fit_params(t: FitTargets, k: int, seed: int) -> tuple[GenParams, Measured]:
     fit_len = tuple(segment_plan(max(FIT_TOKENS, sum(t.lengths)), t.lengths))
     long_len = tuple(segment_plan(max(POPULARITY_TOKENS, sum(t.lengths)), t.lengths))
 
-    def run(q: GenParams, lengths: tuple[int, ...] = fit_len) -> Measured:
-        return measure(generate(q, lengths, np.random.default_rng(seed)), lengths, n_exp)
+    tapes: dict[tuple[tuple[int, ...], int], Tape] = {}
+
+    def run(q: GenParams, lengths: tuple[int, ...] = fit_len, want: Sequence[str] = ALL) -> Measured:
+        layers = q.logw.shape[0]
+        small = sum(lengths) * layers * n_exp <= TAPE_FLOATS
+        tape = tapes.setdefault((lengths, layers), Tape([])) if small else None
+        return measure(generate(q, lengths, np.random.default_rng(seed), tape), lengths, n_exp, want)
 
     c32, c128, u4 = _mean(t.coverage32, rows), _mean(t.coverage128, rows), _mean(t.union4, rows)
     no_locality = c32 is None and c128 is None
     p = GenParams(logw=np.log(pi[rows]), k=k, rho=t.reuse or 0.0, ws_frac=1.0,
                   leak=1.0 if no_locality else LEAK_DEFAULT)
     for _ in range(ROUNDS):
-        p = _correct(p, pi[rows], run(p, long_len).pi, floor)
+        p = _correct(p, pi[rows], run(p, long_len, ()).pi, floor)
         p = _fit_locality(p, run, n_exp, c32, c128, u4)
     full = replace(p, logw=np.log(pi))
     for _ in range(FULL_CORRECTIONS):
-        full = _correct(full, pi, run(full, long_len).pi, floor)
+        full = _correct(full, pi, run(full, long_len, ()).pi, floor)
     return full, run(full, tuple(t.lengths))
 
 
@@ -128,20 +145,30 @@ def _narrowed(p: GenParams, n_exp: int, strength: float) -> GenParams:
     return replace(p, ws_frac=1.0 - strength * (1.0 - low), leak=float(np.exp(strength * np.log(LEAK_MIN))))
 
 
-def _fit_locality(p: GenParams, run: Callable[[GenParams], Measured], n_exp: int,
+class _Run(Protocol):
+    def __call__(self, q: GenParams, lengths: tuple[int, ...] = ..., want: Sequence[str] = ...) -> Measured: ...
+
+
+def _fit_locality(p: GenParams, run: _Run, n_exp: int,
                   c32: float | None, c128: float | None, u4: float | None) -> GenParams:
     if c32 is not None and c128 is not None:
         low = p.k / n_exp
-        p = replace(p, ws_frac=_bisect(low, 1.0, lambda f: _cov(run(replace(p, ws_frac=f)), 32) < c32))
-        log_leak = _bisect(np.log(LEAK_MIN), 0.0, lambda x: _cov(run(replace(p, leak=float(np.exp(x)))), 128) < c128)
+        p = replace(p, ws_frac=_bisect(low, 1.0, lambda f: _cov(run(replace(p, ws_frac=f), want=C32), 32) < c32))
+        log_leak = _bisect(np.log(LEAK_MIN), 0.0,
+                           lambda x: _cov(run(replace(p, leak=float(np.exp(x))), want=C128), 128) < c128)
         p = replace(p, leak=float(np.exp(log_leak)))
     elif c32 is not None or c128 is not None:
         w, c = (32, c32) if c32 is not None else (128, c128)
         assert c is not None
-        p = _narrowed(p, n_exp, _bisect(0.0, 1.0, lambda s: _cov(run(_narrowed(p, n_exp, s)), w) > c))
+        p = _narrowed(p, n_exp, _bisect(0.0, 1.0, lambda s: _cov(run(_narrowed(p, n_exp, s),
+                                                                     want=C32 if w == 32 else C128), w) > c))
     if u4 is not None:
-        p = replace(p, rho=_bisect(0.0, RHO_MAX, lambda r: float(np.nanmean(run(replace(p, rho=r)).union4)) > u4))
+        p = replace(p, rho=_bisect(0.0, RHO_MAX,
+                                   lambda r: float(np.nanmean(run(replace(p, rho=r), want=U4).union4)) > u4))
     return p
+
+
+C32, C128, U4 = ("coverage32",), ("coverage128",), ("union4",)
 
 
 def _cov(m: Measured, w: int) -> float:

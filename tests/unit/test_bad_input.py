@@ -218,7 +218,8 @@ def test_a_sweep_where_no_point_runs_exits_2(run_cli, tmp_path: Path) -> None:  
      "--segment-tokens must be an integer >= 1 (tokens per synthetic request), got -5"),
     (["trace", "synth", "--model", "flame-moe-290m", "--tokens", "64", "--segment-tokens", "100", "--fit", "x.parquet"],
      "--fit excludes the statistics options (the fit takes them from the trace), got ['--segment-tokens']"),
-    (["specdecode", "--selector", "ecospec", "--epsilon", "inf", "--passes", "1"], "epsilon must be a finite number, got inf"),
+    (["specdecode", "--selector", "ecospec", "--epsilon", "inf", "--passes", "1"],
+     "epsilon must be a finite number, got inf"),
     (["specdecode", "--gamma-sweep", "2,,4", "--passes", "1"], "--gamma-sweep must be comma-separated integers >= 1 "
                                                               "(element 2 is empty)"),
 ])

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import click
 import pytest
 
 from moesim.cli import cli
@@ -11,10 +12,10 @@ from moesim.cli import cli
 
 def test_every_command_has_json_flag() -> None:
     def walk(cmd, path):  # type: ignore[no-untyped-def]
-        sub = getattr(cmd, "commands", None)
-        if sub:
-            for name, child in sub.items():
-                yield from walk(child, [*path, name])
+        if isinstance(cmd, click.Group):            # the top group loads its commands lazily
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                yield from walk(cmd.get_command(ctx, name), [*path, name])
         else:
             yield path, cmd
 

@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import click
 import numpy as np
 import pytest
 
@@ -229,7 +230,7 @@ KEYS = {"mean_active_experts", "acceptance_length", "hbm_bytes_per_step", "t_dra
 @pytest.fixture
 def spec_cli(run_cli):  # type: ignore[no-untyped-def]
     """``run_cli``, checking that the registered command is the real ``specdecode``."""
-    assert cli.commands.get("specdecode") is specdecode
+    assert cli.get_command(click.Context(cli), "specdecode") is specdecode
     return run_cli
 
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import click
 import pandas as pd
 import pytest
 
@@ -36,7 +37,8 @@ ufs.effective_read_bw_GBps = [3.0, 4.3]
 
 
 def test_commands_are_registered() -> None:
-    assert cli.commands["sweep"] is sweep and cli.commands["plot"] is plot
+    ctx = click.Context(cli)
+    assert cli.get_command(ctx, "sweep") is sweep and cli.get_command(ctx, "plot") is plot
 
 
 @pytest.fixture

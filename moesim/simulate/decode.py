@@ -275,7 +275,8 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     need = _max_set(run, model) + run.read_group_size - 1
     if run.cache_policy not in ("none", "resident") and slots < need:
         raise InputError("cache_GiB", f"must hold at least one step's experts of a layer ({need} x "
-                         f"{w / 2**20:.1f} MiB = {need * w / GiB:.3f} GiB) for {model.name}", cache_B / GiB)
+                         f"{w / 2**20:.1f} MiB = {need * w / GiB:.3f} GiB) for {model.name}",
+                         run.cache_GiB if run.cache_GiB is not None else round(cache_B / GiB, 3))
     n_keys = model.num_moe_layers * n_exp
     pinned, n_pinned = _pinned(run, experts, n_exp, slots)
     if run.cache_policy == "resident":

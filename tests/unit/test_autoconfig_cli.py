@@ -10,7 +10,7 @@ from moesim.units import GiB
 
 def _min_budget(run_cli, model: str, tokens: int) -> float:  # type: ignore[no-untyped-def]
     res = run_cli("autoconfig", "--model", model, "--tokens", str(tokens), "--memory-budget-gib", "0.001")
-    assert res.code == 2 and "memory_budget_GiB must be >= " in res.err
+    assert res.code == 2 and "--memory-budget-gib must be >= " in res.err
     return float(res.err.split(">= ")[1].split(" GiB")[0])
 
 

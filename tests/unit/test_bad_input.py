@@ -14,8 +14,8 @@ from moesim.files import check_writable
 from moesim.limits import check_prompt_tokens, max_prompt_tokens
 
 BAD = [
-    (("prefill", "--tokens", "64", "--memory-budget-gib", "inf"), "memory_budget_GiB must be a finite number"),
-    (("prefill", "--tokens", "64", "--memory-budget-gib", "nan"), "memory_budget_GiB must be a finite number"),
+    (("prefill", "--tokens", "64", "--memory-budget-gib", "inf"), "--memory-budget-gib must be a finite number"),
+    (("prefill", "--tokens", "64", "--memory-budget-gib", "nan"), "--memory-budget-gib must be a finite number"),
     (("prefill", "--tokens", "64", "--seed", "-1"), "seed must be greater than or equal to 0"),
     (("prefill", "--tokens", "99999999999999999999999"), "tokens must be less than or equal to 2147483647"),
     (("prefill", "--tokens", "2000000000"), "on this machine"),
@@ -23,7 +23,7 @@ BAD = [
     (("prefill", "--tokens", "64", "--timeline", "/no/such/dir/t.json"), "--timeline must name a file"),
     (("autoconfig", "--tokens", "64", "--memory-budget-gib", "inf"), "--memory-budget-gib must be a finite"),
     (("autoconfig", "--tokens", "64", "--memory-budget-gib", "-1"), "--memory-budget-gib must be a finite"),
-    (("prefill", "--tokens", "64", "--memory-budget-gib", "1e308"), "memory_budget_GiB must be less than or equal to"),
+    (("prefill", "--tokens", "64", "--memory-budget-gib", "1e308"), "--memory-budget-gib must be less than or equal to"),
     (("autoconfig", "--tokens", "2000000000", "--memory-budget-gib", "1"), "on this machine"),
     (("autoconfig", "--tokens", "64", "--memory-budget-gib", "1", "--plot", "/proc/x.png"), "--plot must name"),
     (("specdecode", "--gamma", "20"), "gamma must be <= the 11 nodes of a 3 x 2 draft tree"),
@@ -38,9 +38,9 @@ BAD = [
     (("decode", "--temperature", "1"), "--temperature applies to speculative decoding only"),
     (("decode", "--draft-mu", "1"), "--draft-mu applies to speculative decoding only"),
     (("decode", "--cache-gib", "2", "--cache-policy", "none"), "cache_GiB must be unset with cache_policy 'none'"),
-    (("decode", "--model", "olmoe-1b-7b", "--cache-gib", "500"), "cache_GiB must be <= 3.375 GiB, all 1,024"),
+    (("decode", "--model", "olmoe-1b-7b", "--cache-gib", "500"), "--cache-gib must be <= 3.375 GiB, all 1,024"),
     (("decode", "--model", "olmoe-1b-7b", "--read-group-size", "100", "--cache-gib", "1"),
-     "read_group_size must be <= the 64 routed experts of a layer of olmoe-1b-7b"),
+     "--read-group-size must be <= the 64 routed experts of a layer of olmoe-1b-7b"),
     (("decode", "--read-grouping", "id"), "--read-grouping needs --read-group-size > 1"),
     (("decode", "--pinned-share", "0.2"), "--pinned-share applies to --cache-policy pinned only (here lru)"),
     (("decode", "--pinned-by", "frequency", "--cache-policy", "lfu"), "--pinned-by applies to --cache-policy pinned"),
@@ -55,7 +55,7 @@ BAD = [
     (("specdecode", "--epsilon", "2"), "--epsilon is read only by the cost-aware rules"),
     (("specdecode", "--t-pred-ms", "2"), "--t-pred-ms is read only by the cost-aware rules"),
     (("specdecode", "--selector", "ecospec", "--epsilon", "inf"), "epsilon must be a finite number"),
-    (("specdecode", "--selector", "ecospec", "--t-pred-ms", "inf"), "t_pred_ms must be a finite number"),
+    (("specdecode", "--selector", "ecospec", "--t-pred-ms", "inf"), "--t-pred-ms must be a finite number"),
     (("specdecode", "--gamma", "1", "--t-draft-ms", "3"), "--t-draft-ms needs gamma > 1"),
     (("specdecode", "--gamma-sweep", "1,2", "--gamma", "3"), "--gamma is replaced by --gamma-sweep's list"),
 ]

@@ -127,7 +127,7 @@ def test_cli_json_keys_and_one_line_errors(run_cli) -> None:  # type: ignore[no-
         assert key in data
     assert set(data["ms_per_token"]) == {"mean", "p50", "p90", "p99"}
     bad = run_cli("decode", "--model", MODEL, "--tokens", "4", "--cache-gib", "0.001")
-    assert bad.code == 2 and len(bad.err.strip().splitlines()) == 1 and "cache_GiB" in bad.err
+    assert bad.code == 2 and len(bad.err.strip().splitlines()) == 1 and "--cache-gib" in bad.err
 
 
 def test_rerun_reproduces_a_saved_decode_result(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]

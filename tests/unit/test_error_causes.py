@@ -40,7 +40,7 @@ CAUSES = [
     (("prefill", "--tokens", "64", "--set", "memory.runtime_overhead_MiB=1e6"),
      ["memory.runtime_overhead_MiB must be <= capacity_GiB x 1024 (16384 MiB), got 1000000.0"]),
     (("prefill", "--tokens", "64", "--set", "htp.clock_GHz=2150"), ["htp.clock_GHz must be <= 10 (physical range"]),
-    (("prefill", "--tokens", "64", "--memory-budget-gib", "0.3"), ["memory_budget_GiB must be >= ", "got 0.3"]),
+    (("prefill", "--tokens", "64", "--memory-budget-gib", "0.3"), ["--memory-budget-gib must be >= ", "got 0.3"]),
     (("decode", "--device", "h200x8-hf"), ["device must be a mobile-npu profile for decode"]),
     (("decode", "--model", "olmoe-1b-7b", "--context", "120000", "--tokens", "4"),
      ["context + tokens + warmup_tokens (120000 + 4 + 0) must be fewer: the KV cache takes 14.65 GiB",

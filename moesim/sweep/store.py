@@ -69,7 +69,7 @@ class PartStore:
             raise InputError("--resume", f"is needed: {self.dir} holds {len(self.done())} finished points of an "
                              "unfinished sweep (resume it, or delete the folder to start again)", show_value=False)
         if resume and manifest.exists():
-            stored = json.loads(manifest.read_text())
+            stored = _read_json(manifest)
             if stored.get("grid_hash") != self.grid.hash:
                 raise InputError("--resume", f"refused: the grid changed since the interrupted sweep (grid hash "
                                  f"{self.grid.hash}, the parts in {self.dir} are of {stored.get('grid_hash')}); "
@@ -92,6 +92,7 @@ class PartStore:
     def done(self) -> set[int]:
         out = set()
         for path in self.dir.glob("part-*.json"):
+            _read_json(path)          # a damaged part is named before any point runs
             out.add(int(path.stem.removeprefix("part-")))
         return out
 
@@ -101,7 +102,7 @@ class PartStore:
                           self._part(int(row["point.index"])), durable=True)
 
     def rows(self) -> list[dict[str, Any]]:
-        rows = [json.loads(p.read_text()) for p in sorted(self.dir.glob("part-*.json"))]
+        rows = [_read_json(p) for p in sorted(self.dir.glob("part-*.json"))]
         return sorted(rows, key=lambda r: int(r["point.index"]))
 
     def finish(self) -> pd.DataFrame:
@@ -117,6 +118,21 @@ class PartStore:
             frame.to_parquet(tmp, index=False)
         shutil.rmtree(self.dir)
         return frame
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A part or the manifest; one that is not moesim's JSON (edited or damaged by hand: moesim
+    writes them whole) is named with what to do, not trusted."""
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or (path.name.startswith("part-") and "point.index" not in data):
+            raise ValueError("not a sweep part")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        what = "the manifest" if path.name == _MANIFEST else "a finished point"
+        raise InputError(str(path), f"is damaged and cannot be read as {what} ({exc}); delete "
+                         + ("that file and rerun with --resume to run the point again" if what != "the manifest"
+                            else "the parts folder and rerun without --resume"), show_value=False) from None
+    return data
 
 
 def consolidate(rows: list[dict[str, Any]], grid: Grid) -> pd.DataFrame:

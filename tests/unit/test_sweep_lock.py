@@ -266,3 +266,20 @@ def test_a_part_lost_while_the_sweep_ran_is_one_line_not_an_assertion(grid: Path
     monkeypatch.setattr(PartStore, "write", real_write)
     report = run_sweep(load_grid(grid), out, workers=1, resume=True)
     assert (report.ran, report.resumed) == (1, 7) and leftovers(tmp_path) == []
+
+
+def test_a_damaged_part_is_named_with_what_to_do(grid: Path, tmp_path: Path, run_cli: Any) -> None:
+    """A part edited or damaged by hand is not trusted: --resume names it and says to delete it;
+    after that the resume runs its point again."""
+    out = tmp_path / "out.parquet"
+    with pytest.raises(SweepStopped):
+        run_sweep(load_grid(grid), out, workers=1, stop_after=3)
+    part = sorted(parts_dir(out).glob("part-*.json"))[0]
+    part.write_text('{"point.index": 0, "status": "ok"')            # cut short
+    res = run_cli("sweep", str(grid), "-o", str(out), "--workers", "1", "--quiet", "--resume")
+    assert res.code == 2 and len(res.err.splitlines()) == 1, res.err
+    assert f"{part} is damaged and cannot be read as a finished point" in res.err and "delete that file" in res.err
+    part.unlink()
+    res = run_cli("sweep", str(grid), "-o", str(out), "--workers", "1", "--quiet", "--resume")
+    assert res.code == 0 and "2 from an earlier run" in res.out, res.err
+    assert leftovers(tmp_path) == [] and len(pd.read_parquet(out)) == 8

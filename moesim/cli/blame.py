@@ -62,6 +62,7 @@ def blame_option(err: InputError, group: click.Group, args: Sequence[str]) -> In
         if not isinstance(param, click.Option) or param.name is None:
             continue
         flags = [o for o in param.opts if o.startswith("--")]
-        if _norm(param.name) == _norm(err.field) and flags and typed & set(param.opts):
+        names = {_norm(param.name), *(_norm(f.lstrip("-")) for f in flags)}
+        if _norm(err.field) in names and flags and typed & set(param.opts):
             return err.renamed(flags[0])
     return err

@@ -19,7 +19,7 @@ _MiB = 2**20
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def models(model_ref: str | None, as_json: bool) -> None:
     """List the model catalog with computed expert and resident bytes."""
-    specs = [load_model(model_ref)] if model_ref else list_models()
+    specs = [load_model(model_ref)] if model_ref is not None else list_models()
     if as_json:
         emit_json({"models": [model_record(m) for m in specs]})
         return
@@ -42,11 +42,11 @@ def models(model_ref: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def devices(device_ref: str | None, as_json: bool) -> None:
     """List device profiles, or validate and show one with --device."""
-    profiles = [load_profile(device_ref)] if device_ref else list_profiles()
+    profiles = [load_profile(device_ref)] if device_ref is not None else list_profiles()
     if as_json:
         emit_json({"devices": [profile_record(p) for p in profiles]})
         return
-    if device_ref:
+    if device_ref is not None:
         p = profiles[0]
         click.echo(f"{p.name} ({p.kind}): {p.display_name}")
         emit_table(["field", "value", "provenance"], profile_rows(p))

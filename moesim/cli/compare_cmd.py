@@ -17,9 +17,13 @@ __all__ = ["compare"]
 def _names(text: str | None) -> list[str] | None:
     if text is None:
         return None
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    if not names:
+    names = [x.strip() for x in text.split(",")]
+    if not any(names):
         raise InputError("--policies", f"must list policies among {', '.join(POLICY_NAMES)}", text)
+    if "" in names:
+        raise InputError("--policies", f"must be comma-separated names (element {names.index('') + 1} is empty)", text)
+    if len(set(names)) < len(names):
+        raise InputError("--policies", "must name each policy once", text)
     return names
 
 

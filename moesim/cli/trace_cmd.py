@@ -186,6 +186,10 @@ def synth_cmd(model: str, tokens: int, fit_path: Path | None, seed: int, entropy
     given = {"--entropy": entropy, "--reuse": reuse, "--coverage-32": cov32, "--coverage-128": cov128}
     if segment_tokens is not None and segment_tokens < 1:
         raise InputError("--segment-tokens", "must be an integer >= 1 (tokens per synthetic request)", segment_tokens)
+    if segment_tokens is not None and segment_tokens > max(tokens, 1):
+        raise InputError("--segment-tokens", f"must be <= --tokens ({tokens:,}): a request longer than the trace "
+                         "is never generated", segment_tokens)
+    _check_tokens(model, tokens)
     with activity(f"trace synth {model}, {tokens} tokens", False if quiet else None):
         t = _synthesize(model, tokens, fit_path, seed, given, segment_tokens)
     write_trace(t, out)
@@ -196,6 +200,20 @@ def synth_cmd(model: str, tokens: int, fit_path: Path | None, seed: int, entropy
     click.echo(f"{t.num_tokens:,} synthetic tokens of {t.meta.model}; fitted to {t.meta.synth['fitted_to']}")
     click.echo(f"targets {t.meta.synth['targets']}; fitting run {t.meta.synth['fit_run']}")
     click.echo(f"wrote {out}")
+
+
+def _check_tokens(model: str, tokens: int) -> None:
+    """Refuse, before any work, a trace longer than this machine can hold."""
+    from moesim.config.catalog import load_model
+    from moesim.limits import check_prompt_tokens
+
+    if tokens < 1:
+        raise InputError("--tokens", "must be an integer >= 1", tokens)
+    spec = load_model(model)
+    try:
+        check_prompt_tokens(tokens, spec.name, spec.num_moe_layers, spec.moe.top_k)
+    except InputError as exc:
+        raise exc.renamed("--tokens") from None
 
 
 def _synthesize(model: str, tokens: int, fit_path: Path | None, seed: int, given: dict[str, float | None],

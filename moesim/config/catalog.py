@@ -54,6 +54,9 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
     if text in model_names():
         return _bundled(text)
     path = Path(text)
+    if not text.strip() or path.is_dir():        # '' is the current folder to Path
+        names = ", ".join(model_names())
+        raise InputError("model", f"must name a catalog model ({names}) or a .toml file", text)
     if path.suffix == ".toml" or path.exists():
         spec = _read(path)
         check_own_name(spec.name, path, CATALOG_DIR, "model")

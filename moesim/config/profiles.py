@@ -97,6 +97,9 @@ def load_profile(name_or_path: str | Path) -> AnyProfile:
     if text in profile_names():
         return _bundled(text)
     path = Path(text)
+    if not text.strip() or path.is_dir():        # '' is the current folder to Path
+        names = ", ".join(profile_names())
+        raise InputError("device", f"must name a bundled profile ({names}) or a .toml file", text)
     if path.suffix == ".toml" or path.exists():
         profile = _read(path)
         check_own_name(profile.name, path, profile_dir(), "profile")

@@ -173,7 +173,7 @@ def run_dask(tasks: list[Task], scheduler: Any) -> Generator[Row, None, None]:
         raise InputError("--scheduler", f"must be a reachable Dask scheduler ({why})", scheduler)
     try:
         client = Client(scheduler, timeout="10s") if own else scheduler  # type: ignore[no-untyped-call]
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:     # ValueError: not an address ('missing port number')
         raise InputError("--scheduler", f"must be a reachable Dask scheduler ({exc})", scheduler) from None
     futures = [client.submit(run_point, task, pure=False) for task in tasks]
     try:

@@ -22,3 +22,26 @@ def test_a_field_the_user_did_not_type_keeps_its_name(run_cli, tmp_path) -> None
     """The profile's arena limit is named as the profile's field, not as an option."""
     res = run_cli("prefill", "--set", "arena.max_mapped_GiB=0.001")
     assert res.code == 2 and "--memory-budget-gib" not in res.err and "arena.max_mapped_GiB" in res.err, res.err
+
+
+@pytest.mark.parametrize(("args", "start"), [
+    (["prefill", "--model", ""], "moesim: error: --model must name a catalog model ("),
+    (["devices", "--device", ""], "moesim: error: --device must name a bundled profile ("),
+    (["models", "--model", "/"], "moesim: error: --model must name a catalog model ("),
+    (["compare", "--policies", "estream,estream"], "moesim: error: --policies must name each policy once"),
+    (["compare", "--policies", "estream,,cpu"], "moesim: error: --policies must be comma-separated names (element 2"),
+    (["trace", "synth", "--model", "flame-moe-290m", "--tokens", "100000000000", "-o", "t.parquet"],
+     "moesim: error: --tokens must be <= "),
+    (["trace", "synth", "--model", "flame-moe-290m", "--tokens", "256", "--segment-tokens", "100000000",
+      "-o", "t.parquet"], "moesim: error: --segment-tokens must be <= --tokens (256)"),
+    (["sweep", "docs/examples/sweep-2gib.toml", "-o", "t.parquet", "--scheduler", "not a url"],
+     "moesim: error: --scheduler must be a reachable Dask scheduler (missing port number"),
+])
+def test_campaign_inputs_are_refused_before_any_work(run_cli, args: list[str], start: str,  # type: ignore[no-untyped-def]
+                                                     tmp_path, monkeypatch, repo) -> None:
+    """Inputs the issue-23 campaign found accepted, hanging or ending as internal errors."""
+    monkeypatch.chdir(tmp_path)
+    args = [str(repo / a) if a.startswith("docs/") else a for a in args]
+    res = run_cli(*args)
+    assert res.code == 2 and res.err.startswith(start) and len(res.err.splitlines()) == 1, res.err
+    assert list(tmp_path.iterdir()) == []

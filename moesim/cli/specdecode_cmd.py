@@ -32,7 +32,8 @@ def check_ignored_options(given: set[str], values: dict[str, Any], selector: str
     confidence selection, a draft time at gamma 1, ``--gamma`` beside ``--gamma-sweep``."""
     if sweep and "gamma" in given:
         raise InputError("--gamma", "is replaced by --gamma-sweep's list: give one of them", values["gamma"])
-    if (selector or ("ecospec" if sweep else "confidence")) == "confidence":   # a sweep without one runs all three
+    rule = selector if selector is not None else ("ecospec" if sweep else "confidence")   # a sweep runs all three
+    if rule == "confidence":
         for name in ("predictor", "epsilon", "t_pred_ms"):
             if name in given:
                 raise InputError("--" + name.replace("_", "-"), "is read only by the cost-aware rules (--selector "
@@ -135,7 +136,8 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
         gamma = 2 if source("gamma") == ParameterSource.DEFAULT else gamma
         draft_mu = MTP_TOP1_LOGIT if draft_mu is None else draft_mu
     run = validate_data(SpecDecodeRun, {
-        "model": model, "device": device, "trace": trace_path, "selector": selector or "confidence",
+        "model": model, "device": device, "trace": trace_path,
+        "selector": "confidence" if selector is None else selector,
         "gamma": gamma, "predictor": None if predictor is None else parse_predictor(predictor),
         "tree": {"depth": depth, "width": width},
         "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,

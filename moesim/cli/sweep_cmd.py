@@ -183,11 +183,11 @@ def plot(results: str, kind: str, x: str | None, y: str | None, hue: str | None,
                          results) from None
     frame = select_rows(frame, _where(where)) if where else frame
     if kind == "tradeoff":
-        x, y = x or "peak_memory_gib", y or "ttft_s"
+        x, y = ("peak_memory_gib" if x is None else x), ("ttft_s" if y is None else y)
     elif x is None:
         raise InputError("--x", "is required for a line plot", show_value=False)
-    path = plot_results(frame, out, x=x, y=y or "ttft_s", hue=hue, kind="tradeoff" if kind == "tradeoff" else "line",
-                        title=title)
+    path = plot_results(frame, out, x=x, y="ttft_s" if y is None else y, hue=hue,
+                        kind="tradeoff" if kind == "tradeoff" else "line", title=title)
     if as_json:
         emit_json({"path": str(path), "rows": len(frame)})
         return

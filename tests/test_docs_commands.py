@@ -61,7 +61,7 @@ def documented_commands() -> list[tuple[str, str]]:
     seen: dict[str, str] = {}
     for path in DOC_FILES:
         text = path.read_text()
-        for command in [*_sh_commands(text), *INLINE.findall(text)]:
+        for command in [*_sh_commands(text), *(c.split(" | ")[0] for c in INLINE.findall(text))]:
             command = " ".join(command.split())
             if not PLACEHOLDER.search(command.removeprefix("moesim ")):
                 seen.setdefault(command, path.relative_to(REPO).as_posix())

@@ -18,6 +18,10 @@ from moesim.errors import InputError
 __all__ = ["blame_option"]
 
 
+#: run sections that one option sets as a whole (``--draft-routing nearby:0`` sets routing.window)
+_SECTION_OPTIONS = {"routing": "draft_routing", "draft": "draft_mu", "tree": "tree"}
+
+
 def _norm(name: str) -> str:
     """``policy.group_size`` -> ``group_size``; ``memory_budget_GiB`` -> ``memory_budget_gib``."""
     return name.rsplit(".", 1)[-1].lower().replace("-", "_")
@@ -63,6 +67,11 @@ def blame_option(err: InputError, group: click.Group, args: Sequence[str]) -> In
             continue
         flags = [o for o in param.opts if o.startswith("--")]
         names = {_norm(param.name), *(_norm(f.lstrip("-")) for f in flags)}
-        if _norm(err.field) in names and flags and typed & set(param.opts):
+        section = _SECTION_OPTIONS.get(err.field.split(".", 1)[0]) if "." in err.field else None
+        if not (flags and typed & set(param.opts)):
+            continue
+        if _norm(err.field) in names:
             return err.renamed(flags[0])
+        if section in names:
+            return err.renamed(f"{flags[0]} ({err.field})")
     return err

@@ -186,7 +186,7 @@ def synth_cmd(model: str, tokens: int, fit_path: Path | None, seed: int, entropy
     given = {"--entropy": entropy, "--reuse": reuse, "--coverage-32": cov32, "--coverage-128": cov128}
     if segment_tokens is not None and segment_tokens < 1:
         raise InputError("--segment-tokens", "must be an integer >= 1 (tokens per synthetic request)", segment_tokens)
-    if segment_tokens is not None and segment_tokens > max(tokens, 1):
+    if segment_tokens is not None and fit_path is None and segment_tokens > max(tokens, 1):
         raise InputError("--segment-tokens", f"must be <= --tokens ({tokens:,}): a request longer than the trace "
                          "is never generated", segment_tokens)
     _check_tokens(model, tokens)

@@ -73,7 +73,8 @@ def gpu_profile(device: str | AnyProfile, overrides: dict[str, float] | None = N
 
 
 @cache
-def _synthetic(model: str, seed: int) -> RoutingTrace:
+def _synthetic(model: ModelSpec, seed: int) -> RoutingTrace:
+    """Generated routing of the model's own shape (a model file outside the catalog too)."""
     from moesim.traces import synthesize
 
     return synthesize(model, SYNTHETIC_TOKENS, seed=seed)
@@ -89,7 +90,7 @@ def resolve_trace(run: SpecDecodeRun | DecodeRun, model: ModelSpec, trace: Routi
     if trace is None:
         trace = default_trace(model.name)
     if trace is None:
-        trace = _synthetic(model.name, run.seed)
+        trace = _synthetic(model, run.seed)
     if trace.meta.model != model.name:
         raise InputError("trace", f"must be a trace of {model.name}", trace.meta.model)
     if len(trace.layers) != model.num_moe_layers:

@@ -45,3 +45,23 @@ def test_campaign_inputs_are_refused_before_any_work(run_cli, args: list[str], s
     res = run_cli(*args)
     assert res.code == 2 and res.err.startswith(start) and len(res.err.splitlines()) == 1, res.err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("args", "start"), [
+    (["specdecode", "--passes", "1", "--draft-mu", "nan"], "moesim: error: --draft-mu (draft.top1_logit_mean) must be"),
+    (["specdecode", "--passes", "1", "--draft-routing", "nearby:0"],
+     "moesim: error: --draft-routing (routing.window) must be greater than 0"),
+])
+def test_a_section_option_is_named_with_the_field_it_set(run_cli, args: list[str], start: str) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(*args)
+    assert res.code == 2 and res.err.startswith(start) and len(res.err.splitlines()) == 1, res.err
+
+
+def test_decode_runs_a_model_file_outside_the_catalog(run_cli, tmp_path, repo) -> None:  # type: ignore[no-untyped-def]
+    """Its routing is generated for its own shape (the campaign found it refused as 'not a catalog name')."""
+    text = (repo / "moesim" / "config" / "models" / "flame-moe-290m.toml").read_text()
+    path = tmp_path / "my.toml"
+    path.write_text(text.replace('name = "flame-moe-290m"', 'name = "my-moe"'))
+    res = run_cli("decode", "--model", str(path), "--tokens", "4", "--json")
+    assert res.code == 0, res.err
+    assert '"synthetic": true' in res.out

@@ -50,7 +50,7 @@ def test_devices_json(run_cli) -> None:  # type: ignore[no-untyped-def]
 def test_python_dash_m_and_console_script() -> None:
     out = subprocess.run([sys.executable, "-m", "moesim", "devices", "--device", "nope"],
                          capture_output=True, text=True, check=False)
-    assert out.returncode == 2 and out.stderr.startswith("moesim: error: device must be")
+    assert out.returncode == 2 and out.stderr.startswith("moesim: error: --device must be")
     assert "Traceback" not in out.stderr
 
 

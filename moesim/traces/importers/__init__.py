@@ -52,7 +52,7 @@ def import_trace(src: str | Path, fmt: str, model: str | Path | ModelSpec, *,
     if fmt == "nvmoe":
         return import_nvmoe(path, spec, segment_lengths)
     if segment_lengths is not None:
-        raise InputError("segment lengths", "only apply to the nvmoe format", fmt)
+        raise InputError("segments", f"(segment lengths) only apply to the nvmoe format, not {fmt}", segment_lengths)
     return FORMATS[fmt](path, spec)
 
 

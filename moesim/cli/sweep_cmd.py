@@ -84,6 +84,7 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
                          f"rerun with --yes, or --max-points {exc.points}, to run it", show_value=False) from None
     for note in grid.ignored_options():
         click.echo(f"note: {note}", err=True)
+    replaced = Path(out).is_file() and not parts_dir(out).exists()
     try:
         report = run_sweep(grid, out, workers=workers, scheduler=scheduler, resume=resume,
                            progress=None if not (quiet or as_json) else False)
@@ -92,6 +93,8 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
             raise SweepStopped("interrupted before any point finished; nothing was kept") from None
         raise SweepStopped(f"interrupted: the finished points are kept in {parts_dir(out)}; rerun with --resume "
                            "to run the others") from None
+    if replaced:                                 # another grid's results are refused by the store
+        click.echo(f"note: {out} held this grid's results of an earlier sweep; they were replaced", err=True)
     frame = report.frame
     ok = int((frame["status"] == "ok").sum())
     if as_json:

@@ -213,7 +213,6 @@ def fixtures() -> dict[str, str]:
     r = subprocess.run([PY, "-m", "moesim", "prefill", "--model", "flame-moe-290m", "--tokens",
                         "256", "--json"], cwd=REPO, capture_output=True, text=True)
     (T / "r.json").write_text(r.stdout)
-    res = json.loads(r.stdout)
     res2 = json.loads(r.stdout)
     res2["config"]["run"]["tokens"] = -5
     (T / "r_neg.json").write_text(json.dumps(res2))
@@ -478,7 +477,8 @@ def build(f: dict[str, str]) -> None:
 
     # ---- specdecode
     S = ["specdecode", "--model", "gpt-oss-120b", "--passes", "1"]
-    for opt, vals in (("--gamma", ("0", "-1", "1", "100000", "abc")),
+    ok("specdecode", *S, "--gamma", "1", note="gamma 1 is plain decoding, the documented baseline")
+    for opt, vals in (("--gamma", ("0", "-1", "100000", "abc")),
                       ("--depth", ("0", "-1", "100000")),
                       ("--width", ("0", "-1", "100000")),
                       ("--epsilon", ("0", "-1", "nan", "inf")),
@@ -564,8 +564,8 @@ def build(f: dict[str, str]) -> None:
     ok("sweep", "sweep", f["g_no_axes"], "-o", str(T / "sw_noaxes_ok.parquet"), "--workers", "1", "--quiet",
        note="no [axes]: one point")
     ok("sweep", "sweep", f["g_spec"], "-o", str(T / "sw_spec.parquet"), "--workers", "1", "--quiet")
-    bad("sweep", ("exists", "--resume", "res.parquet"), "sweep", f["g_small"], "-o", f["res"],
-        "--workers", "1", "--quiet", note="output exists")
+    ok("sweep", "sweep", f["g_small"], "-o", f["res"], "--workers", "1", "--quiet",
+       note="the same grid's results are replaced, with a note on stderr (docs/sweep.md)")
     bad("sweep", ("-o", "--output", "fifo"), "sweep", f["g_small"], "-o", f["fifo"], "--workers", "1",
         "--quiet")
     bad("sweep", ("-o", "--output", "adir", "folder"), "sweep", f["g_small"], "-o", f["dir"],
@@ -747,7 +747,8 @@ def run(case: Case) -> dict:
             cls = "unexpected-refusal"
         elif len(lines) > 1:
             cls = "multi-line"
-        elif "got None" in err or any(x in err for x in case.forbid) or (case.names and not any(norm(n) in norm(err) for n in case.names)):
+        elif "got None" in err or any(x in err for x in case.forbid) or (
+                case.names and not any(norm(n) in norm(err) for n in case.names)):
             cls = "misblame"
         else:
             cls = "clean-refusal"
@@ -770,9 +771,9 @@ def report(results: list[dict]) -> str:
     from collections import Counter
     c = Counter(r["cls"] for r in results)
     out = ["# Issue 23 adversarial campaign", "",
-           f"`validation/campaign_23.py`, {len(results)} cases, run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
-           "on branch i23-campaign. `$T` is the scratch fixture folder (broken profiles, models, traces, "
-           "grids, a FIFO and a char device made with mknod).", "",
+           f"`validation/campaign_23.py`, {len(results)} cases, run "
+           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. `$T` is the scratch fixture folder "
+           "(broken profiles, models, traces, grids, a FIFO and a char device made with mknod).", "",
            "| class | cases |", "|---|---|"]
     for k in ORDER:
         out.append(f"| {k} | {c.get(k, 0)} |")
@@ -790,7 +791,8 @@ def report(results: list[dict]) -> str:
             env = " ".join(f"{a}={b}" for a, b in r["env"].items())
             argv = (env + " " if env else "") + short(r["argv"])
             first = r["first"].replace("|", "\\|").replace(str(T), "$T")
-            note = r["note"] + (f" node {r['node'][0]}->{r['node'][1]}" if r["node"] and r["node"][0] != r["node"][1] else "")
+            moved = r["node"] and r["node"][0] != r["node"][1]
+            note = r["note"] + (f" node {r['node'][0]}->{r['node'][1]}" if moved else "")
             argv = argv.replace("|", "\\|")
             out.append(f"| {r['cmd']} | `{argv}` | {r['rc']} | {first} | {note} |")
         out.append("")

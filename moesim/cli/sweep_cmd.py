@@ -48,8 +48,8 @@ def _short(message: str) -> str:
 @click.argument("grid_file", metavar="GRID.toml", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
               callback=writable_path, help="Results (.parquet).")
-@click.option("--workers", type=click.IntRange(min=1), help="Local worker processes (1 = this process; "
-              "default: the CPU count, at most 8).")
+@click.option("--workers", type=click.IntRange(min=1, max=512), help="Local worker processes, at most 512 "
+              "(1 = this process; default: the CPU count, at most 8).")
 @click.option("--scheduler", metavar="ADDRESS", help="Run on a dask.distributed cluster, e.g. tcp://host:8786.")
 @click.option("--resume", is_flag=True, help="Keep the points an interrupted sweep finished; run the rest.")
 @click.option("--max-points", type=click.IntRange(min=1), metavar="N",

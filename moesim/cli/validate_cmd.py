@@ -134,7 +134,7 @@ def calibrate_estream(device: str, write: bool, as_json: bool) -> None:
     from moesim.config.profiles import profile_dir, profile_names
     from moesim.simulate.prefill import mobile_profile
 
-    profile = mobile_profile(device)
+    profile = mobile_profile(device, workload="calibrate estream (the phone prefill profile)")
     fit = fit_estream(profile)
     cpu = fit_cpu(with_values(profile, fit.values))
     if fit.at_bound:

@@ -1,7 +1,8 @@
 """Adversarial campaign for issue 23: run bad and edge inputs through every command.
 
 Run from the repository root:  PYTHONPATH=$PWD python3 validation/campaign_23.py
-Writes validation/campaign_23.md. Every case is an argv with an expectation:
+Writes validation/campaign_23.md (every outcome as JSON to $CAMPAIGN_JSON when set).
+Every case is an argv with an expectation:
 
 - ``ok``: a documented command that should exit 0;
 - ``refuse``: an input that should end with exit 2 and one line naming the field (``names``).
@@ -813,7 +814,8 @@ def main() -> int:
             results.append(r)
             if r["cls"] not in ("clean-ok", "clean-refusal"):
                 print(f"[{i}] {r['cls']:<18} {short(r['argv'])[:120]} :: {r['first'][:150]}", file=sys.stderr)
-    (REPO / "validation" / "campaign_23.json").write_text(json.dumps(results, indent=1, default=str))
+    if os.environ.get("CAMPAIGN_JSON"):          # every outcome, for a closer look (not committed)
+        Path(os.environ["CAMPAIGN_JSON"]).write_text(json.dumps(results, indent=1, default=str))
     (REPO / "validation" / "campaign_23.md").write_text(report(results))
     shutil.rmtree(T, ignore_errors=True)
     return 0

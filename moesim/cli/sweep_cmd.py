@@ -60,7 +60,7 @@ def _short(message: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary (no progress bar).")
 def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, resume: bool, max_points: int | None,
           yes: bool, quiet: bool, as_json: bool) -> None:
-    """Run every point of a grid of prefill or specdecode runs into a Parquet table.
+    """Run every point of a grid of prefill, specdecode or decode runs into a Parquet table.
 
     The grid is checked before any point runs; a grid of over 10,000 points (--max-points) is
     refused, with its size and an estimate of the time, unless --yes is given. Exits with status

@@ -19,14 +19,16 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFlo
 
 from moesim.config.base import Frozen
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL, DEFAULT_MODEL, DEFAULT_PHONE_DEVICE, load_model
+from moesim.config.decode import DecodeRun
 from moesim.config.loading import read_toml, validate_data
 from moesim.config.prefill import PolicyName, Prefetch, policy_options
 from moesim.config.profiles import load_profile, override_profile
-from moesim.config.specdecode import Selector
+from moesim.config.specdecode import DraftTree, Selector
 from moesim.errors import InputError
 from moesim.sweep.check import check_policy_options, check_values, grid_size, policy_option_notes
 
-__all__ = ["WORKLOADS", "PrefillParams", "SpecDecodeParams", "Point", "Grid", "GridTooLarge", "parse_grid", "load_grid",
+__all__ = ["WORKLOADS", "PrefillParams", "SpecDecodeParams", "DecodeParams", "Point", "Grid", "GridTooLarge",
+           "parse_grid", "load_grid",
            "MAX_GRID_POINTS"]
 
 #: the most points a grid may expand to: each point costs ~20 us and ~1 KB to expand (2,000,000:
@@ -82,7 +84,35 @@ class SpecDecodeParams(_Params):
     seed: Annotated[int, Field(ge=0)] = 0
 
 
-WORKLOADS: dict[str, type[_Params]] = {"prefill": PrefillParams, "specdecode": SpecDecodeParams}
+#: DecodeRun fields a grid takes as they are; the draft tree is flattened to depth and width
+#: (as in moesim decode); the nested draft, routing and predictor sections are not swept
+_DECODE_NESTED = ("tree", "draft", "routing", "predictor", "overrides")
+
+
+def _decode_params() -> type[_Params]:
+    """What a phone-decode grid may fix or sweep: DecodeRun's own fields, types, constraints and
+    defaults (so a default or a choice exists once), with the draft tree as depth and width."""
+    fields: dict[str, Any] = {}
+    for name, info in DecodeRun.model_fields.items():
+        if name in _DECODE_NESTED:
+            continue
+        annotation = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+        fields[name] = (annotation, Field(info.default, description=info.description))
+    tree = DraftTree.model_fields
+    for name in ("depth", "width"):
+        item: Any = Annotated[tree[name].annotation, *tree[name].metadata]
+        fields[name] = (item, tree[name].default)
+    model: type[_Params] = create_model("DecodeParams", __base__=_Params,
+                                        __doc__="What a phone-decode grid may fix or sweep (defaults of moesim "
+                                                "decode).", **fields)
+    return model
+
+
+DecodeParams = _decode_params()
+
+WORKLOADS: dict[str, type[_Params]] = {"prefill": PrefillParams, "specdecode": SpecDecodeParams,
+                                       "decode": DecodeParams}
+_WORKLOAD_NAMES = " or ".join(f'"{w}"' for w in WORKLOADS)
 
 
 def _axes_model(params: type[_Params]) -> type[BaseModel]:
@@ -186,10 +216,9 @@ def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | Non
     axes, axes_over = _split("axes", data.get("axes", {}), source)
     workload = fixed.pop("workload", None)
     if workload is None:
-        raise InputError("fixed.workload", "is required (\"prefill\" or \"specdecode\")", show_value=False,
-                         source=source)
+        raise InputError("fixed.workload", f"is required ({_WORKLOAD_NAMES})", show_value=False, source=source)
     if workload not in WORKLOADS:
-        raise InputError("fixed.workload", "must be \"prefill\" or \"specdecode\"", workload, source=source)
+        raise InputError("fixed.workload", f"must be {_WORKLOAD_NAMES}", workload, source=source)
     for name, values in {**axes, **axes_over}.items():
         if not isinstance(values, list):
             raise InputError(f"axes.{name}", "must be a list of values", values, source=source)

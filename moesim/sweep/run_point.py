@@ -11,6 +11,7 @@ from typing import Any
 
 from moesim._version import __version__
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
+from moesim.config.decode import DecodeRun
 from moesim.config.device import GPUServerProfile, MobileNPUProfile
 from moesim.config.loading import validate_data
 from moesim.config.prefill import PrefillRun, build_policy, policy_options
@@ -44,12 +45,26 @@ def _specdecode_run(params: dict[str, Any], overrides: dict[str, float]) -> Spec
     return validate_data(SpecDecodeRun, {**data, "overrides": overrides})
 
 
-def build_run(workload: str, params: dict[str, Any], overrides: dict[str, float]) -> PrefillRun | SpecDecodeRun:
+def _decode_run(params: dict[str, Any], overrides: dict[str, float]) -> DecodeRun:
+    data = {k: v for k, v in params.items() if k not in ("depth", "width")}
+    if "depth" in params or "width" in params:
+        data["tree"] = {k: params[k] for k in ("depth", "width") if k in params}
+    return validate_data(DecodeRun, {**data, "overrides": overrides})
+
+
+Run = PrefillRun | SpecDecodeRun | DecodeRun
+
+
+def build_run(workload: str, params: dict[str, Any], overrides: dict[str, float]) -> Run:
     """The validated run of one point (no simulation; its device profile is of the workload's kind):
     what a point runs, and what the grid checks for every value before any point runs."""
+    run: Run
     if workload == "prefill":
-        run: PrefillRun | SpecDecodeRun = _prefill_run(params, overrides)
+        run = _prefill_run(params, overrides)
         load_profile_of(_profile(run.device, overrides), MobileNPUProfile, "prefill")
+    elif workload == "decode":
+        run = _decode_run(params, overrides)
+        load_profile_of(_profile(run.device, overrides), MobileNPUProfile, "decode")
     else:
         run = _specdecode_run(params, overrides)
         load_profile_of(_profile(run.device, overrides), GPUServerProfile, "specdecode")
@@ -62,6 +77,10 @@ def _simulate(workload: str, params: dict[str, Any], overrides: dict[str, float]
         from moesim.simulate.prefill import simulate_prefill
 
         return simulate_prefill(run).to_dict()
+    if isinstance(run, DecodeRun):
+        from moesim.simulate.decode import simulate_decode
+
+        return simulate_decode(run).to_dict()
     from moesim.simulate.specdecode import simulate_specdecode
 
     return simulate_specdecode(run).to_dict()
@@ -92,4 +111,4 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def _default_device(task: dict[str, Any]) -> str:
-    return DEFAULT_PHONE_DEVICE if task["workload"] == "prefill" else DEFAULT_GPU_DEVICE
+    return DEFAULT_GPU_DEVICE if task["workload"] == "specdecode" else DEFAULT_PHONE_DEVICE

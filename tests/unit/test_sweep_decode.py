@@ -1,0 +1,64 @@
+"""Phone decode in the sweep grid (issue 24, part): ``workload = "decode"`` runs the points of
+``moesim decode``, with its parameters taken from DecodeRun itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from moesim.config.decode import DecodeRun
+from moesim.sweep import load_grid, run_sweep
+from moesim.sweep.grid import DecodeParams
+
+GRID = """
+[fixed]
+workload = "decode"
+model = "olmoe-1b-7b"
+tokens = 16
+
+[axes]
+cache_policy = ["lru", "lfu"]
+cache_GiB = [0.5, 1.0]
+"""
+
+
+def test_decode_params_are_decode_runs_fields() -> None:
+    """One schema: the grid's decode parameters are DecodeRun's scalar fields with its defaults,
+    plus the draft tree's depth and width."""
+    mine = DecodeParams.model_fields
+    run = DecodeRun.model_fields
+    shared = set(run) - {"tree", "draft", "routing", "predictor", "overrides"}
+    assert set(mine) == shared | {"depth", "width"}
+    assert all(mine[k].default == run[k].default for k in shared)
+
+
+def test_a_decode_grid_runs_the_points_of_moesim_decode(tmp_path: Path, run_cli: Any) -> None:
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID)
+    frame = run_sweep(load_grid(grid), tmp_path / "out.parquet", workers=1).frame
+    assert list(frame["status"]) == ["ok"] * 4 and list(frame["workload"]) == ["decode"] * 4
+    res = run_cli("decode", "--model", "olmoe-1b-7b", "--tokens", "16", "--cache-policy", "lfu",
+                  "--cache-gib", "1.0", "--json")
+    import json
+
+    alone = json.loads(res.out)
+    row = frame[(frame["cache_policy"] == "lfu") & (frame["cache_GiB"] == 1.0)].iloc[0]
+    assert row["tokens_per_s"] == pytest.approx(alone["tokens_per_s"], rel=0, abs=0)
+    assert isinstance(pd.read_parquet(tmp_path / "out.parquet"), pd.DataFrame)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ('device = "h200x8-hf"', "fixed.device = 'h200x8-hf' cannot run any point: device must be a mobile-npu profile "
+                             "for decode"),
+    ('cache_policy = "none"\ncache_GiB = 1.0', "cache_policy"),
+])
+def test_a_decode_grid_is_checked_before_any_point_runs(tmp_path: Path, run_cli: Any, edit: str,
+                                                        message: str) -> None:
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f'[fixed]\nworkload = "decode"\nmodel = "olmoe-1b-7b"\ntokens = 16\n{edit}\n')
+    res = run_cli("sweep", str(grid), "-o", str(tmp_path / "out.parquet"), "--workers", "1", "--quiet")
+    assert res.code == 2 and message in res.err and len(res.err.splitlines()) == 1, res.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml"]

@@ -84,3 +84,19 @@ def test_import_contract_catches_a_violation(tmp_path: Path) -> None:
     out = subprocess.run([tool, "--no-cache"], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert out.returncode != 0 and "BROKEN" in out.stdout, out.stdout[-2000:]
     assert "moesim.autoconfig.store -> moesim.cli" in out.stdout
+
+
+def test_no_entry_point_of_simulate_imports_another() -> None:
+    """The workloads' entry points are no libraries of each other (issue 24): what they share
+    lives below them; only the package's registry (``moesim.simulate.WORKLOADS``) names them all."""
+    import ast
+
+    folder = Path(__file__).resolve().parent.parent / "moesim" / "simulate"
+    offenders = []
+    for path in sorted(folder.glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("moesim.simulate."):
+                offenders.append(f"{path.name}: from {node.module}")
+    assert offenders == []

@@ -23,7 +23,7 @@ from moesim.files import atomic_path
 from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["profile_dir", "profile_names", "load_profile", "load_profile_of", "list_profiles", "profile_hash",
-           "override_profile", "write_profile", "AnyProfile"]
+           "override_profile", "write_profile", "AnyProfile", "phone_profile", "gpu_profile"]
 
 AnyProfile = MobileNPUProfile | GPUServerProfile | HostProfile
 _ADAPTER: TypeAdapter[AnyProfile] = TypeAdapter(DeviceProfile)
@@ -179,3 +179,18 @@ def override_profile(profile: AnyProfile, values: dict[str, float], note: str = 
         if not old.startswith("fitted") or "pending" in old:
             data[section]["provenance"][field] = f"assumed: {note}"
     return validate_union(_ADAPTER, data, source=f"{profile.name} with overrides")
+
+
+def phone_profile(device: str | Path | AnyProfile, overrides: dict[str, float] | None = None,
+                  workload: str = "prefill") -> MobileNPUProfile:
+    """The phone profile ``device`` (a name, a path or a profile) with ``overrides`` applied;
+    ``workload`` (prefill, decode, ...) is named when the profile is of another kind."""
+    profile = load_profile_of(device, MobileNPUProfile, workload)
+    return load_profile_of(override_profile(profile, overrides), MobileNPUProfile, workload) if overrides else profile
+
+
+def gpu_profile(device: str | Path | AnyProfile, overrides: dict[str, float] | None = None,
+                workload: str = "specdecode") -> GPUServerProfile:
+    """The GPU profile ``device`` (a name, a path or a profile) with ``overrides`` applied."""
+    profile = load_profile_of(device, GPUServerProfile, workload)
+    return load_profile_of(override_profile(profile, overrides), GPUServerProfile, workload) if overrides else profile

@@ -14,7 +14,7 @@ from moesim.config.decode import DecodeRun
 from moesim.config.device import MobileNPUProfile
 from moesim.config.formats import WeightFormat
 from moesim.config.model import RECIPES, ModelSpec
-from moesim.config.profiles import profile_hash
+from moesim.config.profiles import phone_profile, profile_hash
 from moesim.config.specdecode import AlternativeRouting
 from moesim.cost.memory import activation_bytes
 from moesim.cost.ops import attention_op, ffn_op, is_attention_layer, lm_head_op
@@ -37,11 +37,11 @@ from moesim.policies.predictors import LayerAheadPredictor
 from moesim.policies.specdecode.bits import Words, pack_sets
 from moesim.policies.specdecode.learned import fit_learned
 from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle_table, table_predictor
+from moesim.policies.specdecode.temperature import draft_at_temperature
 from moesim.policies.specdecode.tree import tree_shape
 from moesim.progress import Update, phase
 from moesim.results import DecodeConfig, DecodeMetrics, DecodeResult, run_config
-from moesim.simulate.prefill import mobile_profile
-from moesim.simulate.specdecode import decode_runs, draft_at_temperature, resolve_trace
+from moesim.traces.sources import decode_runs, resolve_trace
 from moesim.traces.trace import RoutingTrace
 from moesim.units import FP16_B, GiB, KiB
 from moesim.workloads.decode import DecodeStats, Reads, run_decode
@@ -256,7 +256,7 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
         raise InputError("draft-routing", "alternative is not supported by decode (use mixture, nearby, request, "
                          "trace or same-position)", "alternative")
     model = load_model(run.model)
-    device = mobile_profile(profile if profile is not None else run.device, run.overrides, "decode")
+    device = phone_profile(profile if profile is not None else run.device, run.overrides, "decode")
     tr = resolve_trace(run, model, trace)
     keep, bounds = decode_runs(tr)
     experts, n_exp = tr.experts[keep], model.moe.num_routed_experts

@@ -12,7 +12,7 @@ from moesim.config.catalog import load_model
 from moesim.config.device import MobileNPUProfile
 from moesim.config.model import ModelSpec
 from moesim.config.prefill import EStreamPolicy, PrefillRun
-from moesim.config.profiles import AnyProfile, load_profile_of, override_profile, profile_hash
+from moesim.config.profiles import phone_profile, profile_hash
 from moesim.cost.bounds import stream_bounds
 from moesim.cost.energy import RunActivity, activation_bytes_moved, energy_breakdown_j
 from moesim.cost.memory import MemoryBreakdown, arena_refusal, prefill_memory
@@ -35,13 +35,8 @@ from moesim.workloads.prefill_cpu import run_cpu_prefill
 
 __all__ = ["simulate_prefill", "simulate_routing", "mobile_profile", "routing_counts", "base_memory"]
 
-
-def mobile_profile(device: str | AnyProfile, overrides: dict[str, float] | None = None,
-                   workload: str = "prefill") -> MobileNPUProfile:
-    """The phone profile ``device`` (a name, a path or a profile) with ``overrides`` applied;
-    ``workload`` (prefill, decode) is named when the profile is of another kind."""
-    profile = load_profile_of(device, MobileNPUProfile, workload)
-    return load_profile_of(override_profile(profile, overrides), MobileNPUProfile, workload) if overrides else profile
+#: the phone profile of a run (config.profiles.phone_profile, under the name its importers use)
+mobile_profile = phone_profile
 
 
 def routing_counts(experts: np.ndarray, n_exp: int) -> np.ndarray:

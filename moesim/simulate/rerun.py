@@ -10,16 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from moesim.config.decode import DecodeRun
 from moesim.config.loading import validate_data
-from moesim.config.prefill import PrefillRun
 from moesim.config.profiles import profile_hash
-from moesim.config.specdecode import SpecDecodeRun
 from moesim.errors import InputError
 from moesim.results import HOST_CLOCK_FIELDS, DecodeResult, PrefillResult, SpecDecodeResult, flatten_metrics
-from moesim.simulate.decode import simulate_decode
-from moesim.simulate.prefill import mobile_profile, simulate_prefill
-from moesim.simulate.specdecode import gpu_profile, simulate_specdecode
+from moesim.simulate import WORKLOADS
 
 __all__ = ["rerun", "differences"]
 
@@ -29,8 +24,9 @@ def _config(saved: Any, source: str) -> dict[str, Any]:
     if not isinstance(config, dict) or not isinstance(config.get("run"), dict):
         raise InputError("config.run", "is required: save the result with --json (moesim prefill/specdecode)",
                          show_value=False, source=source)
-    if config.get("workload") not in ("prefill", "specdecode", "decode"):
-        raise InputError("config.workload", "must be prefill, specdecode or decode", config.get("workload"),
+    if config.get("workload") not in WORKLOADS:
+        names = list(WORKLOADS)
+        raise InputError("config.workload", f"must be {', '.join(names[:-1])} or {names[-1]}", config.get("workload"),
                          source=source)
     if not isinstance(config.get("profile_hash"), str):
         raise InputError("config.profile_hash", "is required", show_value=False, source=source)
@@ -40,19 +36,10 @@ def _config(saved: Any, source: str) -> dict[str, Any]:
 def rerun(saved: dict[str, Any], source: str = "result") -> PrefillResult | SpecDecodeResult | DecodeResult:
     """Simulate again the run that produced ``saved`` (the JSON of a ``--json`` result)."""
     config = _config(saved, source)
-    result: PrefillResult | SpecDecodeResult | DecodeResult
-    if config["workload"] == "decode":
-        dec = validate_data(DecodeRun, config["run"], source=source)
-        _check_profile(profile_hash(mobile_profile(dec.device, dec.overrides, "decode")), config, source)
-        result = simulate_decode(dec)
-    elif config["workload"] == "prefill":
-        run = validate_data(PrefillRun, config["run"], source=source)
-        _check_profile(profile_hash(mobile_profile(run.device, run.overrides)), config, source)
-        result = simulate_prefill(run)
-    else:
-        spec = validate_data(SpecDecodeRun, config["run"], source=source)
-        _check_profile(profile_hash(gpu_profile(spec.device, spec.overrides)), config, source)
-        result = simulate_specdecode(spec)
+    workload = WORKLOADS[config["workload"]]
+    run = validate_data(workload.run_type, config["run"], source=source)
+    _check_profile(profile_hash(workload.profile(run.device, run.overrides)), config, source)
+    result = workload.simulate(run)
     now = result.metrics.config.trace
     if now != config.get("trace"):
         raise InputError("config.trace", f"must be the routing this machine resolves for the run; it resolves "

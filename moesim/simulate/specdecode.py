@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -19,13 +18,10 @@ import numpy.typing as npt
 import pandas as pd
 
 from moesim.config.catalog import load_model
-from moesim.config.decode import DecodeRun
 from moesim.config.device import GPUServerProfile
-from moesim.config.model import ModelSpec
-from moesim.config.profiles import AnyProfile, load_profile_of, override_profile, profile_hash
+from moesim.config.profiles import gpu_profile, profile_hash
 from moesim.config.specdecode import (
     AccuracyPredictor,
-    DraftAccuracy,
     LearnedPredictor,
     OraclePredictor,
     SpecDecodeRun,
@@ -44,11 +40,12 @@ from moesim.errors import InputError
 from moesim.policies.specdecode.bits import Words, pack_sets
 from moesim.policies.specdecode.learned import fit_learned
 from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle_table, table_predictor
-from moesim.policies.specdecode.temperature import acceptance_scale, t1_ratio
+from moesim.policies.specdecode.temperature import draft_at_temperature
 from moesim.policies.specdecode.tree import tree_shape
 from moesim.progress import phase
 from moesim.results import SpecDecodeConfig, SpecDecodeMetrics, SpecDecodeResult, run_config
-from moesim.traces.trace import DECODE, RoutingTrace
+from moesim.traces.sources import SYNTHETIC_TOKENS, decode_runs, resolve_trace
+from moesim.traces.trace import RoutingTrace
 from moesim.units import GiB
 from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, ReplayStats, replay
 
@@ -61,77 +58,6 @@ __all__ = ["SpecDecodeResult", "simulate_specdecode", "gamma_sweep", "gpu_profil
 PUBLISHED_DRAFT_S = {"gpt-oss-120b": 0.035, "qwen3-235b-a22b": 0.008}
 #: EcoSpec's expert predictor: "about 4 ms per step" (BRIEF.md section 2).
 DEFAULT_PRED_S = 0.004
-#: tokens of the synthetic trace used for a model without a real one
-SYNTHETIC_TOKENS = 2048
-
-
-def gpu_profile(device: str | AnyProfile, overrides: dict[str, float] | None = None) -> GPUServerProfile:
-    """The GPU profile ``device`` (a name, a path or a profile) with ``overrides`` applied."""
-    profile = load_profile_of(device, GPUServerProfile, "specdecode")
-    return (load_profile_of(override_profile(profile, overrides), GPUServerProfile, "specdecode") if overrides
-            else profile)
-
-
-@cache
-def _synthetic(model: ModelSpec, seed: int) -> RoutingTrace:
-    """Generated routing of the model's own shape (a model file outside the catalog too)."""
-    from moesim.traces import synthesize
-
-    return synthesize(model, SYNTHETIC_TOKENS, seed=seed)
-
-
-def resolve_trace(run: SpecDecodeRun | DecodeRun, model: ModelSpec, trace: RoutingTrace | None) -> RoutingTrace:
-    """The given trace, else ``run.trace``, else the model's real trace, else a synthetic one."""
-    from moesim.traces import read_trace
-    from moesim.traces.sources import default_trace
-
-    if trace is None and run.trace is not None:
-        trace = read_trace(run.trace)
-    if trace is None:
-        trace = default_trace(model.name)
-    if trace is None:
-        trace = _synthetic(model, run.seed)
-    if trace.meta.model != model.name:
-        raise InputError("trace", f"must be a trace of {model.name}", trace.meta.model)
-    if len(trace.layers) != model.num_moe_layers:
-        raise InputError("trace", f"must record all {model.num_moe_layers} MoE layers of {model.name}",
-                         f"{len(trace.layers)} layers")
-    return trace
-
-
-def decode_runs(trace: RoutingTrace, requests: str | None = None,
-                ) -> tuple[npt.NDArray[np.int64], tuple[tuple[int, int], ...]]:
-    """Indices of the decode tokens of sequential requests (those whose label contains
-    ``requests``, when given), and their runs as ranges of that list."""
-    if requests is not None and not any(requests in info.label for info in trace.meta.segments):
-        labels = ", ".join(info.label for info in trace.meta.segments)
-        raise InputError("requests", f"must match a request label of the trace ({labels})", requests)
-    keep: list[npt.NDArray[np.int64]] = []
-    bounds: list[tuple[int, int]] = []
-    n = 0
-    for (a, b), info in zip(trace.segment_bounds(), trace.meta.segments):
-        if not info.sequential or (requests is not None and requests not in info.label):
-            continue
-        idx = np.flatnonzero(trace.phase[a:b] == DECODE) + a
-        for run in np.split(idx, np.flatnonzero(np.diff(idx) != 1) + 1):
-            if run.size:
-                keep.append(run)
-                bounds.append((n, n + run.size))
-                n += run.size
-    if not keep:
-        raise InputError("trace", "must contain decode tokens of a sequential request (speculative decoding "
-                         "replays decode steps); it is prefill-only or batched", trace.meta.source)
-    return np.concatenate(keep), tuple(bounds)
-
-
-def draft_at_temperature(draft: DraftAccuracy, model: str, temperature: float) -> tuple[DraftAccuracy, str]:
-    """The draft as it behaves at ``temperature``: unchanged at 0; at 1 with the acceptance scale
-    that reproduces the model's published T = 1 / T = 0 ratio (moesim.policies.specdecode.temperature)."""
-    if temperature == 0.0:
-        return draft, "greedy: the draft's acceptance as calibrated"
-    ratio, source = t1_ratio(model)
-    scale = acceptance_scale(draft.model_copy(update={"acceptance_scale": 1.0}), ratio)
-    return draft.model_copy(update={"acceptance_scale": scale}), f"T=1/T=0 acceptance-length ratio {ratio}: {source}"
 
 
 def resolve_predictor(run: SpecDecodeRun, trace: RoutingTrace,

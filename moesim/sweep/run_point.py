@@ -72,18 +72,9 @@ def build_run(workload: str, params: dict[str, Any], overrides: dict[str, float]
 
 
 def _simulate(workload: str, params: dict[str, Any], overrides: dict[str, float]) -> dict[str, Any]:
-    run = build_run(workload, params, overrides)
-    if isinstance(run, PrefillRun):
-        from moesim.simulate.prefill import simulate_prefill
+    from moesim.simulate import WORKLOADS
 
-        return simulate_prefill(run).to_dict()
-    if isinstance(run, DecodeRun):
-        from moesim.simulate.decode import simulate_decode
-
-        return simulate_decode(run).to_dict()
-    from moesim.simulate.specdecode import simulate_specdecode
-
-    return simulate_specdecode(run).to_dict()
+    return WORKLOADS[workload].simulate(build_run(workload, params, overrides)).to_dict()
 
 
 def run_point(task: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""Where a prompt's routing comes from: a given trace, the model's real trace, or the generator.
+"""Where a run's routing comes from: a given trace, the model's real trace, or the generator.
+
+The one place that resolves routing for every workload: ``prompt_routing`` for a prefill
+prompt, ``resolve_trace`` (and ``decode_runs``) for the decode workloads (GPU speculation,
+phone decode), which replay a whole trace's decode tokens.
 
 ``prompt_routing`` returns the [tokens, moe_layers, k] expert ids of an N-token prompt and a
 record saying which source was used (``synthetic`` true/false) and how it was assembled.
@@ -12,13 +16,17 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from moesim.config.model import ModelSpec
+from moesim.errors import InputError
+from moesim.traces.trace import DECODE, RoutingTrace
 
-__all__ = ["REAL_SOURCES", "default_trace", "prompt_routing", "synthetic_catalog_models"]
+__all__ = ["REAL_SOURCES", "default_trace", "prompt_routing", "synthetic_catalog_models", "resolve_trace",
+           "decode_runs", "SYNTHETIC_TOKENS", "TracedRun"]
 
 #: model -> (path under the shared traces folder, importer format). The first real,
 #: all-layer trace of each model; models without one get synthetic routing.
@@ -89,10 +97,74 @@ def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: Any = None, path: 
     if trace is None:
         trace = _synthetic(model, n_tokens, seed)
     if trace.meta.model != model.name:
-        from moesim.errors import InputError
-
         raise InputError("trace", f"must be a trace of {model.name}", trace.meta.model)
     prompt = assemble_prompt(trace, n_tokens, allow_repeat=True)
     info = {"source": prompt.meta.source, "synthetic": bool(prompt.meta.synthetic), "tokens": n_tokens,
             "assembly": prompt.meta.assembly.model_dump(mode="json") if prompt.meta.assembly else None}
     return prompt.experts, info
+
+
+#: tokens of the synthetic trace a decode workload (GPU speculation, phone decode) replays for a
+#: model without a real one
+SYNTHETIC_TOKENS = 2048
+
+
+@cache
+def _decode_synthetic(model: ModelSpec, seed: int) -> RoutingTrace:
+    """Generated routing of the model's own shape (a model file outside the catalog too)."""
+    from moesim.traces import synthesize
+
+    return synthesize(model, SYNTHETIC_TOKENS, seed=seed)
+
+
+class TracedRun(Protocol):
+    """What a decode workload's run says about its routing: a trace file or None, and the seed."""
+
+    @property
+    def trace(self) -> str | None: ...
+
+    @property
+    def seed(self) -> int: ...
+
+
+def resolve_trace(run: TracedRun, model: ModelSpec, trace: RoutingTrace | None) -> RoutingTrace:
+    """The given trace, else ``run.trace``, else the model's real trace, else a synthetic one."""
+    from moesim.traces import read_trace
+
+    if trace is None and run.trace is not None:
+        trace = read_trace(run.trace)
+    if trace is None:
+        trace = default_trace(model.name)
+    if trace is None:
+        trace = _decode_synthetic(model, run.seed)
+    if trace.meta.model != model.name:
+        raise InputError("trace", f"must be a trace of {model.name}", trace.meta.model)
+    if len(trace.layers) != model.num_moe_layers:
+        raise InputError("trace", f"must record all {model.num_moe_layers} MoE layers of {model.name}",
+                         f"{len(trace.layers)} layers")
+    return trace
+
+
+def decode_runs(trace: RoutingTrace, requests: str | None = None,
+                ) -> tuple[npt.NDArray[np.int64], tuple[tuple[int, int], ...]]:
+    """Indices of the decode tokens of sequential requests (those whose label contains
+    ``requests``, when given), and their runs as ranges of that list."""
+    if requests is not None and not any(requests in info.label for info in trace.meta.segments):
+        labels = ", ".join(info.label for info in trace.meta.segments)
+        raise InputError("requests", f"must match a request label of the trace ({labels})", requests)
+    keep: list[npt.NDArray[np.int64]] = []
+    bounds: list[tuple[int, int]] = []
+    n = 0
+    for (a, b), info in zip(trace.segment_bounds(), trace.meta.segments):
+        if not info.sequential or (requests is not None and requests not in info.label):
+            continue
+        idx = np.flatnonzero(trace.phase[a:b] == DECODE) + a
+        for run in np.split(idx, np.flatnonzero(np.diff(idx) != 1) + 1):
+            if run.size:
+                keep.append(run)
+                bounds.append((n, n + run.size))
+                n += run.size
+    if not keep:
+        raise InputError("trace", "must contain decode tokens of a sequential request (speculative decoding "
+                         "replays decode steps); it is prefill-only or batched", trace.meta.source)
+    return np.concatenate(keep), tuple(bounds)

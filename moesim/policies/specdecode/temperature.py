@@ -24,7 +24,8 @@ import numpy as np
 
 from moesim.config.specdecode import DraftAccuracy
 
-__all__ = ["T1_TAU_RATIO", "DEFAULT_T1_TAU_RATIO", "CHAIN_TOKENS", "t1_ratio", "acceptance_scale", "chain_tau"]
+__all__ = ["T1_TAU_RATIO", "DEFAULT_T1_TAU_RATIO", "CHAIN_TOKENS", "t1_ratio", "acceptance_scale", "chain_tau",
+           "draft_at_temperature"]
 
 #: model -> (tau at T = 1 / tau at T = 0, source)
 T1_TAU_RATIO: dict[str, tuple[float, str]] = {
@@ -78,3 +79,13 @@ def acceptance_scale(acc: DraftAccuracy, ratio: float, tokens: int = CHAIN_TOKEN
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if chain_tau(acc, mid, tokens) < target else (lo, mid)
     return (lo + hi) / 2
+
+
+def draft_at_temperature(draft: DraftAccuracy, model: str, temperature: float) -> tuple[DraftAccuracy, str]:
+    """The draft as it behaves at ``temperature``: unchanged at 0; at 1 with the acceptance scale
+    that reproduces the model's published T = 1 / T = 0 ratio."""
+    if temperature == 0.0:
+        return draft, "greedy: the draft's acceptance as calibrated"
+    ratio, source = t1_ratio(model)
+    scale = acceptance_scale(draft.model_copy(update={"acceptance_scale": 1.0}), ratio)
+    return draft.model_copy(update={"acceptance_scale": scale}), f"T=1/T=0 acceptance-length ratio {ratio}: {source}"

@@ -34,9 +34,9 @@ from moesim.policies.decode.placement import (
 from moesim.policies.decode.replay import belady_hits
 from moesim.policies.decode.steps import DecodeSteps, SpecSettings, StepPlan
 from moesim.policies.predictors import LayerAheadPredictor
-from moesim.policies.specdecode.bits import Words, pack_sets
-from moesim.policies.specdecode.learned import fit_learned
-from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle_table, table_predictor
+from moesim.policies.specdecode.bits import pack_sets
+from moesim.policies.specdecode.build import PredictorKind, build_predictor
+from moesim.policies.specdecode.predict import PredictFn, accuracy_table
 from moesim.policies.specdecode.temperature import draft_at_temperature
 from moesim.policies.specdecode.tree import tree_shape
 from moesim.progress import Update, phase
@@ -186,19 +186,15 @@ def _next_layer_table(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int
 
 def _node_predictor(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int], ...], token_ids: Any, n_exp: int,
                     rng: np.random.Generator) -> PredictFn | None:
+    """A draft's experts for the cost-aware rules: decode's ``trace`` predictor is specdecode's
+    ``learned`` one (two folds)."""
     if run.spec not in ("ecospec", "cache-aware"):
         return None
     pred = run.predictor
-    if pred.kind == "trace":
-        fit = fit_learned(experts, list(bounds), token_ids, n_exp, run.tree.depth + 1, 2)
-
-        def learned(root: int, sources: npt.NDArray[np.int64], depth: npt.NDArray[np.int64]) -> Words:
-            return pack_sets(fit(root, sources, depth), n_exp)
-
-        return learned
-    table = oracle_table(experts) if pred.kind == "oracle" else accuracy_table(experts, n_exp, pred.fraction or 0.0,
-                                                                                rng)
-    return table_predictor(pack_sets(table, n_exp))
+    kind: PredictorKind = "learned" if pred.kind == "trace" else pred.kind
+    predict, _ = build_predictor(kind, experts, bounds, token_ids, n_exp, run.tree.depth + 1, rng,
+                                 fraction=pred.fraction or 0.0, folds=2)
+    return predict
 
 
 def _draft_ns(run: DecodeRun, model: ModelSpec, be: Backend) -> float:

@@ -37,9 +37,9 @@ from moesim.cost.verify import (
     verify_params,
 )
 from moesim.errors import InputError
-from moesim.policies.specdecode.bits import Words, pack_sets
-from moesim.policies.specdecode.learned import fit_learned
-from moesim.policies.specdecode.predict import PredictFn, accuracy_table, oracle_table, table_predictor
+from moesim.policies.specdecode.bits import pack_sets
+from moesim.policies.specdecode.build import build_predictor
+from moesim.policies.specdecode.predict import PredictFn
 from moesim.policies.specdecode.temperature import draft_at_temperature
 from moesim.policies.specdecode.tree import tree_shape
 from moesim.progress import phase
@@ -75,19 +75,12 @@ def _predictor(run: SpecDecodeRun, pred: OraclePredictor | AccuracyPredictor | L
                token_ids: npt.NDArray[np.int32] | None, n_exp: int,
                rng: np.random.Generator) -> tuple[PredictFn, dict[str, Any]]:
     if isinstance(pred, LearnedPredictor):
-        fit = fit_learned(experts, list(bounds), token_ids, n_exp, run.tree.depth + 1, pred.folds)
-
-        def learned(root: int, sources: npt.NDArray[np.int64], depth: npt.NDArray[np.int64]) -> Words:
-            return pack_sets(fit(root, sources, depth), n_exp)
-
-        return learned, {"kind": "learned", "folds": pred.folds, "uses_token_ids": token_ids is not None,
-                         "heldout_accuracy_by_lag": list(fit.heldout_accuracy)}
+        return build_predictor("learned", experts, bounds, token_ids, n_exp, run.tree.depth + 1, rng,
+                               folds=pred.folds)
     if isinstance(pred, AccuracyPredictor):
-        table = accuracy_table(experts, n_exp, pred.fraction, rng)
-        info: dict[str, Any] = {"kind": "accuracy", "fraction": pred.fraction}
-    else:
-        table, info = oracle_table(experts), {"kind": "oracle"}
-    return table_predictor(pack_sets(table, n_exp)), info
+        return build_predictor("accuracy", experts, bounds, token_ids, n_exp, run.tree.depth + 1, rng,
+                               fraction=pred.fraction)
+    return build_predictor("oracle", experts, bounds, token_ids, n_exp, run.tree.depth + 1, rng)
 
 
 def _draft_s(run: SpecDecodeRun, profile: GPUServerProfile, params: VerifyParams) -> tuple[float, str]:

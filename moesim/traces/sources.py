@@ -25,8 +25,8 @@ from moesim.config.model import ModelSpec
 from moesim.errors import InputError
 from moesim.traces.trace import DECODE, RoutingTrace
 
-__all__ = ["REAL_SOURCES", "default_trace", "prompt_routing", "synthetic_catalog_models", "resolve_trace",
-           "decode_runs", "SYNTHETIC_TOKENS", "TracedRun"]
+__all__ = ["REAL_SOURCES", "default_trace", "routing_trace", "prompt_routing", "synthetic_catalog_models",
+           "resolve_trace", "decode_runs", "SYNTHETIC_TOKENS", "TracedRun"]
 
 #: model -> (path under the shared traces folder, importer format). The first real,
 #: all-layer trace of each model; models without one get synthetic routing.
@@ -82,23 +82,34 @@ def _synthetic(model: ModelSpec, n_tokens: int, seed: int) -> Any:
     return synthesize(model, n_tokens, seed=seed)
 
 
-def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: Any = None, path: str | None = None,
-                   seed: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
-    """Routing of an ``n_tokens`` prompt and the record of where it came from."""
-    from moesim.traces import assemble_prompt, bundled_trace_path, read_trace
+def routing_trace(model: ModelSpec, *, trace: RoutingTrace | None = None, path: str | None = None,
+                  seed: int = 0, synthetic_tokens: int, bundled: bool) -> RoutingTrace:
+    """The one resolution order of every workload's routing: ``trace``, else the file ``path``,
+    else the model's real trace from the shared folder, else (``bundled``: prefill) the bundled
+    synthetic OLMoE trace, else ``synthetic_tokens`` generated for the model's own shape."""
+    from moesim.traces import bundled_trace_path, read_trace
     from moesim.traces.paths import BUNDLED_MODEL
 
     if trace is None and path is not None:
         trace = read_trace(path)
     if trace is None:
         trace = default_trace(model.name)
-    if trace is None and model.name == BUNDLED_MODEL:
+    if trace is None and bundled and model.name == BUNDLED_MODEL:
         trace = read_trace(bundled_trace_path())
     if trace is None:
-        trace = _synthetic(model, n_tokens, seed)
+        trace = _synthetic(model, synthetic_tokens, seed)
     if trace.meta.model != model.name:
         raise InputError("trace", f"must be a trace of {model.name}", trace.meta.model)
-    prompt = assemble_prompt(trace, n_tokens, allow_repeat=True)
+    return trace
+
+
+def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: Any = None, path: str | None = None,
+                   seed: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
+    """Routing of an ``n_tokens`` prompt and the record of where it came from."""
+    from moesim.traces import assemble_prompt
+
+    resolved = routing_trace(model, trace=trace, path=path, seed=seed, synthetic_tokens=n_tokens, bundled=True)
+    prompt = assemble_prompt(resolved, n_tokens, allow_repeat=True)
     info = {"source": prompt.meta.source, "synthetic": bool(prompt.meta.synthetic), "tokens": n_tokens,
             "assembly": prompt.meta.assembly.model_dump(mode="json") if prompt.meta.assembly else None}
     return prompt.experts, info
@@ -107,14 +118,6 @@ def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: Any = None, path: 
 #: tokens of the synthetic trace a decode workload (GPU speculation, phone decode) replays for a
 #: model without a real one
 SYNTHETIC_TOKENS = 2048
-
-
-@cache
-def _decode_synthetic(model: ModelSpec, seed: int) -> RoutingTrace:
-    """Generated routing of the model's own shape (a model file outside the catalog too)."""
-    from moesim.traces import synthesize
-
-    return synthesize(model, SYNTHETIC_TOKENS, seed=seed)
 
 
 class TracedRun(Protocol):
@@ -128,17 +131,10 @@ class TracedRun(Protocol):
 
 
 def resolve_trace(run: TracedRun, model: ModelSpec, trace: RoutingTrace | None) -> RoutingTrace:
-    """The given trace, else ``run.trace``, else the model's real trace, else a synthetic one."""
-    from moesim.traces import read_trace
-
-    if trace is None and run.trace is not None:
-        trace = read_trace(run.trace)
-    if trace is None:
-        trace = default_trace(model.name)
-    if trace is None:
-        trace = _decode_synthetic(model, run.seed)
-    if trace.meta.model != model.name:
-        raise InputError("trace", f"must be a trace of {model.name}", trace.meta.model)
+    """A decode workload's routing (:func:`routing_trace` without the bundled prefill trace, a
+    synthetic one of :data:`SYNTHETIC_TOKENS`), which must record every MoE layer."""
+    trace = routing_trace(model, trace=trace, path=run.trace, seed=run.seed, synthetic_tokens=SYNTHETIC_TOKENS,
+                          bundled=False)
     if len(trace.layers) != model.num_moe_layers:
         raise InputError("trace", f"must record all {model.num_moe_layers} MoE layers of {model.name}",
                          f"{len(trace.layers)} layers")

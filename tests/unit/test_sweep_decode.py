@@ -62,3 +62,22 @@ def test_a_decode_grid_is_checked_before_any_point_runs(tmp_path: Path, run_cli:
     res = run_cli("sweep", str(grid), "-o", str(tmp_path / "out.parquet"), "--workers", "1", "--quiet")
     assert res.code == 2 and message in res.err and len(res.err.splitlines()) == 1, res.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml"]
+
+
+@pytest.mark.slow
+def test_a_decode_grid_gives_the_same_table_on_dask(tmp_path: Path) -> None:
+    """The decode points go through the same run_point on a cluster: same rows as in this process."""
+    from dask.distributed import Client, LocalCluster
+
+    from moesim.sweep.store import WALL_CLOCK_COLUMNS
+
+    grid_file = tmp_path / "grid.toml"
+    grid_file.write_text(GRID)
+    grid = load_grid(grid_file)
+    here = run_sweep(grid, tmp_path / "here.parquet", workers=1).frame
+    cluster = LocalCluster(n_workers=1, threads_per_worker=2, processes=False,  # type: ignore[no-untyped-call]
+                           dashboard_address=None)
+    with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
+        there = run_sweep(grid, tmp_path / "dask.parquet", scheduler=client).frame
+    drop = [c for c in WALL_CLOCK_COLUMNS if c in here.columns]
+    pd.testing.assert_frame_equal(here.drop(columns=drop), there.drop(columns=drop))

@@ -94,8 +94,9 @@ def predict_executor(p: HostProfile, model: ModelSpec, routing: np.ndarray, grou
                      queue_depth: int, prefetch: str, nonffn_dim: int, nonffn_reps: int = 1) -> tuple[float, float]:
     """(makespan s, bubble share) the simulator predicts for one executor run."""
     counts = routing_counts(routing, model.moe.num_routed_experts)
-    plan = StreamPlan("estream", "stream", "cpu", group_size, banks, queue_depth, prefetch,  # type: ignore[arg-type]
-                      True, make_groups(model, counts, group_size))
+    plan = StreamPlan(policy="estream", io="stream", backend="cpu", group_size=group_size, banks=banks,
+                      queue_depth=queue_depth, gate=prefetch, skip_inactive=True,  # type: ignore[arg-type]
+                      layers=make_groups(model, counts, group_size))
     n = routing.shape[0]
     kernel = OpCost(mat_ns=2.0 * n * nonffn_dim * nonffn_dim * nonffn_reps / p.cpu.require("nonffn_GFLOPS", p.name))
     non_ffn = [{"nonffn": kernel} for _ in range(model.num_layers)]

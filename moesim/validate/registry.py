@@ -52,7 +52,7 @@ class Case:
             raise ValueError(f"{self.name}: a case expected to {self.expect} needs its reason (why)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CaseResult:
     name: str
     reference: float
@@ -104,9 +104,10 @@ def group_of(name: str) -> str:
 
 
 def _result(case: Case, predicted: float, **kw: Any) -> CaseResult:
-    return CaseResult(case.name, case.reference, case.source, predicted, kw.pop("error", 0.0), case.tolerance,
-                      case.tolerance_kind, kw.pop("passed", False), case.fitted_to, case.unit, case.low, case.high,
-                      expect=case.expect, why=case.why, **kw)
+    return CaseResult(name=case.name, reference=case.reference, source=case.source, predicted=predicted,
+                      error=kw.pop("error", 0.0), tolerance=case.tolerance, tolerance_kind=case.tolerance_kind,
+                      passed=kw.pop("passed", False), fitted_to=case.fitted_to, unit=case.unit, low=case.low,
+                      high=case.high, expect=case.expect, why=case.why, **kw)
 
 
 def evaluate(case: Case) -> CaseResult:

@@ -55,7 +55,7 @@ class Group:
         return any(self.tokens)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StreamPlan:
     policy: str
     io: Literal["stream", "none", "mmap"]
@@ -125,7 +125,8 @@ def _estream(cfg: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, cou
                 g = max(d for d in range(1, g) if n_exp % d == 0)
                 fit = arena_budget_B // (g * w)
         b = max(2, min(DEFAULT_BANKS, fit))
-    return StreamPlan("estream", "stream", "npu", g, b, q, cfg.prefetch, True, make_groups(model, counts, g))
+    return StreamPlan(policy="estream", io="stream", backend="npu", group_size=g, banks=b, queue_depth=q,
+                      gate=cfg.prefetch, skip_inactive=True, layers=make_groups(model, counts, g))
 
 
 def plan_prefill(policy: PrefillPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
@@ -137,16 +138,21 @@ def plan_prefill(policy: PrefillPolicy, model: ModelSpec, device: MobileNPUProfi
     if isinstance(policy, NaivePolicy):
         if policy.group_size > e:
             raise InputError("group_size", f"must be <= the expert count of {model.name} ({e})", policy.group_size)
-        return StreamPlan("naive", "stream", "npu", policy.group_size, 1, 1, "on-demand", True,
-                          make_groups(model, counts, policy.group_size))
+        return StreamPlan(policy="naive", io="stream", backend="npu", group_size=policy.group_size, banks=1,
+                          queue_depth=1, gate="on-demand", skip_inactive=True,
+                          layers=make_groups(model, counts, policy.group_size))
     if isinstance(policy, LayerB2Policy):
         q = policy.queue_depth or device.ufs.default_queue_depth_count
-        return StreamPlan("layer-b2", "stream", "npu", e, 2, q, "eager", False, make_groups(model, counts, e))
+        return StreamPlan(policy="layer-b2", io="stream", backend="npu", group_size=e, banks=2, queue_depth=q,
+                          gate="eager", skip_inactive=False, layers=make_groups(model, counts, e))
     if isinstance(policy, ResidentPolicy):
-        return StreamPlan("resident", "none", "npu", e, 0, 0, "eager", False, make_groups(model, counts, e))
+        return StreamPlan(policy="resident", io="none", backend="npu", group_size=e, banks=0, queue_depth=0,
+                          gate="eager", skip_inactive=False, layers=make_groups(model, counts, e))
     if isinstance(policy, CPUPolicy):
-        return StreamPlan("cpu", "none", "cpu", 1, 0, 0, "eager", False, make_groups(model, counts, 1),
-                          policy.ubatch_tokens)
+        return StreamPlan(policy="cpu", io="none", backend="cpu", group_size=1, banks=0, queue_depth=0,
+                          gate="eager", skip_inactive=False, layers=make_groups(model, counts, 1),
+                          ubatch_tokens=policy.ubatch_tokens)
     assert isinstance(policy, MmapPolicy)
-    return StreamPlan("mmap", "mmap", "cpu", 1, 0, 1, "on-demand", True, make_groups(model, counts, 1),
-                      policy.ubatch_tokens)
+    return StreamPlan(policy="mmap", io="mmap", backend="cpu", group_size=1, banks=0, queue_depth=1,
+                      gate="on-demand", skip_inactive=True, layers=make_groups(model, counts, 1),
+                      ubatch_tokens=policy.ubatch_tokens)

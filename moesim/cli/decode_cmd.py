@@ -9,11 +9,8 @@ from click.core import ParameterSource
 
 from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
 from moesim.cli.prefill_cmd import parse_overrides
+from moesim.config.base import field_choices, field_default
 from moesim.config.decode import (
-    CACHE_POLICY_NAMES,
-    DECODE_PREFETCH_NAMES,
-    DECODE_SPEC_NAMES,
-    DEFAULT_DECODE_MODEL,
     DecodeRun,
     parse_decode_predictor,
 )
@@ -75,6 +72,16 @@ def check_ignored_options(given: set[str], values: dict[str, Any]) -> None:
                          v.get("read_grouping"))
 
 
+def _choice(name: str) -> click.Choice[str]:
+    """A decode option's choices, from DecodeRun's Literal (one definition)."""
+    return click.Choice(field_choices(DecodeRun, name))
+
+
+def _default(name: str) -> Any:
+    """A decode option's default, from DecodeRun's field (one definition)."""
+    return field_default(DecodeRun, name)
+
+
 def decode_run_data(**opts: Any) -> dict[str, Any]:
     """CLI option values -> DecodeRun data (also used by the what-if and autoconfig scripts)."""
     data: dict[str, Any] = {k: v for k, v in opts.items() if v is not None and k not in
@@ -94,48 +101,51 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
 
 
 @click.command()
-@click.option("--model", default=DEFAULT_DECODE_MODEL, show_default=True, metavar="NAME|PATH")
-@click.option("--device", default="sd8-elite-gen5", show_default=True, metavar="NAME|PATH")
-@click.option("--tokens", type=int, default=128, show_default=True, help="Tokens to generate.")
-@click.option("--context", type=int, default=512, show_default=True, help="Prompt tokens already in the KV cache.")
+@click.option("--model", default=_default("model"), show_default=True, metavar="NAME|PATH")
+@click.option("--device", default=_default("device"), show_default=True, metavar="NAME|PATH")
+@click.option("--tokens", type=int, default=_default("tokens"), show_default=True, help="Tokens to generate.")
+@click.option("--context", type=int, default=_default("context"), show_default=True,
+              help="Prompt tokens already in the KV cache.")
 @click.option("--cache-gib", "cache_GiB", type=float, help="DRAM for cached experts, at most all the model's experts "
               "[default: what the device's usable DRAM leaves after the resident weights, KV cache and runtime, "
               "up to all the experts].")
-@click.option("--cache-policy", type=click.Choice(CACHE_POLICY_NAMES), default="lru", show_default=True,
+@click.option("--cache-policy", type=_choice("cache_policy"), default=_default("cache_policy"), show_default=True,
               help="none: every expert read from UFS; pinned: a hot set chosen offline from the trace, the rest "
               "LRU; resident: all experts in DRAM (where they fit); mmap: llama.cpp-like page cache on the CPU.")
-@click.option("--pinned-by", type=click.Choice(["graph", "frequency"]), default="graph", show_default=True,
+@click.option("--pinned-by", type=_choice("pinned_by"), default=_default("pinned_by"), show_default=True,
               help="pinned: the hot set from the experts' co-activation graph, or by frequency alone.")
-@click.option("--pinned-share", type=float, default=0.5, show_default=True, help="pinned: share of slots pinned.")
-@click.option("--prefetch", type=click.Choice(DECODE_PREFETCH_NAMES), default="none", show_default=True,
+@click.option("--pinned-share", type=float, default=_default("pinned_share"), show_default=True,
+              help="pinned: share of slots pinned.")
+@click.option("--prefetch", type=_choice("prefetch"), default=_default("prefetch"), show_default=True,
               help="next-layer: read the predicted experts of the next layer while this one computes.")
-@click.option("--expert-format", type=click.Choice(["Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "MXFP4"]), default="Q4_0",
+@click.option("--expert-format", type=_choice("expert_format"), default=_default("expert_format"),
               show_default=True, help="Storage of the routed experts (Q4_K/Q5_K: llama.cpp's Q4_K_M/Q5_K_M files; "
               "MXFP4: gpt-oss); needs --backend cpu unless Q4_0.")
-@click.option("--read-group-size", type=int, default=1, show_default=True,
+@click.option("--read-group-size", type=int, default=_default("read_group_size"), show_default=True,
               help="Experts stored together and read whole on a miss (the others join the cache).")
-@click.option("--read-grouping", type=click.Choice(["graph", "id"]), default="graph", show_default=True,
+@click.option("--read-grouping", type=_choice("read_grouping"), default=_default("read_grouping"), show_default=True,
               help="Read groups from the experts' co-activation graph, or by expert id.")
-@click.option("--spec", type=click.Choice(DECODE_SPEC_NAMES), default="none", show_default=True,
+@click.option("--spec", type=_choice("spec"), default=_default("spec"), show_default=True,
               help="Speculative decoding: the draft selection rule (cache-aware: EcoSpec with the cache's costs).")
-@click.option("--gamma", type=int, default=4, show_default=True, help="Tokens verified per step, root included.")
+@click.option("--gamma", type=int, default=_default("gamma"), show_default=True,
+              help="Tokens verified per step, root included.")
 @click.option("--depth", type=int, help="Draft steps (tree depth) [default: 3].")
 @click.option("--width", type=int, help="Tokens kept per draft step [default: 2].")
 @click.option("--draft-routing", metavar="KIND", help="Routing of non-true drafts [default: mixture].")
 @click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance).")
-@click.option("--temperature", type=float, default=0.0, show_default=True,
+@click.option("--temperature", type=float, default=_default("temperature"), show_default=True,
               help="Sampling temperature of speculative decoding: 0 (greedy) or 1.")
 @click.option("--predictor", metavar="KIND", help="oracle, trace or accuracy:P [default: trace].")
-@click.option("--backend", type=click.Choice(["cpu", "npu"]), default="cpu", show_default=True,
+@click.option("--backend", type=_choice("backend"), default=_default("backend"), show_default=True,
               help="Compute unit: the CPU cores (llama.cpp-like) or the HTP (HVX one-token products; its decode rate "
               "and per-layer overhead solved from two measured dense decodes, not the prefill fit; Q4_0 experts "
               "only).")
 @click.option("--queue-depth", type=int, help="UFS reads in flight [default: the profile's].")
-@click.option("--warmup-tokens", type=int, default=0, show_default=True,
+@click.option("--warmup-tokens", type=int, default=_default("warmup_tokens"), show_default=True,
               help="Tokens decoded before measuring (a warm cache).")
 @click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet) [default: the model's "
               "real trace, else a synthetic one (labelled)].")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=_default("seed"), show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
               help="Override one profile number (repeatable), e.g. ufs.peak_read_bw_GBps=2.0")
 @click.option("--timeline", type=click.Path(dir_okay=False), callback=writable_path,

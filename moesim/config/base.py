@@ -6,12 +6,38 @@ the layers above (traces, results, sweep) import it.
 
 from __future__ import annotations
 
+import typing
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Frozen"]
+__all__ = ["Frozen", "field_choices", "field_default"]
 
 
 class Frozen(BaseModel):
     """A pydantic model that forbids unknown fields (a typo is an error) and cannot be changed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def field_choices(model: type[BaseModel], name: str) -> list[str]:
+    """The values a ``Literal`` field of ``model`` takes, in declaration order: what a CLI
+    option offers, derived from the run model so that a choice exists once.
+
+    >>> class Run(Frozen):
+    ...     backend: typing.Literal["cpu", "npu"] = "cpu"
+    >>> field_choices(Run, "backend"), field_default(Run, "backend")
+    (['cpu', 'npu'], 'cpu')
+    """
+    annotation = model.model_fields[name].annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] if typing.get_origin(
+        annotation) is not typing.Literal else typing.get_args(annotation)
+    if len(args) == 1 and typing.get_origin(args[0]) is typing.Literal:      # Optional[Literal[...]]
+        args = typing.get_args(args[0])
+    assert args and all(isinstance(a, str) for a in args), f"{model.__name__}.{name} is not a Literal of strings"
+    return list(args)
+
+
+def field_default(model: type[BaseModel], name: str) -> Any:
+    """The default of a field of ``model`` (what a CLI option shows as its default)."""
+    return model.model_fields[name].default

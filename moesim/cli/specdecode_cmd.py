@@ -9,10 +9,10 @@ from click.core import ParameterSource
 
 from moesim.cli.output import describe_routing, emit_json, emit_table, parse_int_list, writable_path
 from moesim.cli.prefill_cmd import parse_overrides
-from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL
+from moesim.config.base import field_choices, field_default
 from moesim.config.device import GPUServerProfile
 from moesim.config.loading import validate_data
-from moesim.config.specdecode import MTP_TOP1_LOGIT, SELECTORS, SpecDecodeRun, parse_predictor, parse_routing
+from moesim.config.specdecode import MTP_TOP1_LOGIT, SELECTORS, DraftTree, SpecDecodeRun, parse_predictor, parse_routing
 from moesim.errors import InputError
 from moesim.plotting import check_figure_path, pyplot, save_figure
 from moesim.progress import activity
@@ -78,37 +78,47 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
     save_figure(fig, out)
 
 
+def _default(name: str) -> Any:
+    """A specdecode option's default, from SpecDecodeRun's field (one definition)."""
+    return field_default(SpecDecodeRun, name)
+
+
 @click.command()
-@click.option("--model", default=DEFAULT_GPU_MODEL, show_default=True, metavar="NAME|PATH")
-@click.option("--device", default=DEFAULT_GPU_DEVICE, show_default=True, metavar="NAME|PATH")
+@click.option("--model", default=_default("model"), show_default=True, metavar="NAME|PATH")
+@click.option("--device", default=_default("device"), show_default=True, metavar="NAME|PATH")
 @click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet); default: the model's "
               "real trace from ../shared/traces, else a synthetic one (labelled).")
 @click.option("--selector", metavar="RULE", help=f"Draft selection rule: {', '.join(SELECTORS)} "
               "[default: confidence; all three with --gamma-sweep]")
-@click.option("--gamma", type=int, default=4, show_default=True, help="Tokens verified per step, root included.")
+@click.option("--gamma", type=int, default=_default("gamma"), show_default=True,
+              help="Tokens verified per step, root included.")
 @click.option("--predictor", metavar="KIND", help="oracle, learned[:FOLDS] or accuracy:P [default: learned on the "
               "model's real trace, else the EcoSpec paper's published accuracy for the model, else 0.80].")
-@click.option("--depth", type=int, default=3, show_default=True, help="Draft steps (tree depth).")
-@click.option("--width", type=int, default=2, show_default=True, help="Tokens kept per draft step.")
+@click.option("--depth", type=int, default=field_default(DraftTree, "depth"), show_default=True,
+              help="Draft steps (tree depth).")
+@click.option("--width", type=int, default=field_default(DraftTree, "width"), show_default=True,
+              help="Tokens kept per draft step.")
 @click.option("--draft-routing", default="mixture", show_default=True,
               help="Routing of non-true drafts: mixture[:SHARE], nearby[:W], request, trace, same-position.")
-@click.option("--epsilon", type=float, default=1.0, show_default=True, help="Score epsilon: P / (cost + eps).")
+@click.option("--epsilon", type=float, default=_default("epsilon"), show_default=True,
+              help="Score epsilon: P / (cost + eps).")
 @click.option("--t-draft-ms", type=float, help="Draft time per step (default: published or estimated).")
 @click.option("--t-pred-ms", type=float, help="Predictor time per step (default 4 ms when a predictor is used).")
-@click.option("--passes", type=int, default=8, show_default=True, help="Replays of the whole trace.")
-@click.option("--batch-size", type=int, default=1, show_default=True,
+@click.option("--passes", type=int, default=_default("passes"), show_default=True, help="Replays of the whole trace.")
+@click.option("--batch-size", type=int, default=_default("batch_size"), show_default=True,
               help="Requests decoded together (one verification over the union of their trees' experts).")
 @click.option("--requests", metavar="LABEL", help="Replay only the requests whose label contains LABEL "
               "(a dataset of the trace: gpt-oss-120b chat, code, story, summarize; mixtral gsm8k, humaneval).")
-@click.option("--draft", "drafter", type=click.Choice(["eagle3", "mtp"]), default="eagle3", show_default=True,
+@click.option("--draft", "drafter", type=click.Choice(field_choices(SpecDecodeRun, "drafter")),
+              default=_default("drafter"), show_default=True,
               help="The draft: an EAGLE-3 tree, or the model's MTP module (DeepSeek-V3.1: one extra token a step, "
               "85-90% accepted; tree 1 x 1 and gamma 2 unless given).")
 @click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance): default, the value "
               "fitted to gpt-oss-120b's alpha = 1.88.")
-@click.option("--temperature", type=float, default=0.0, show_default=True,
+@click.option("--temperature", type=float, default=_default("temperature"), show_default=True,
               help="Sampling temperature, 0 (greedy) or 1 (rejection sampling: acceptance from the model's "
               "published T=1/T=0 ratio).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=_default("seed"), show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
               help="Override one profile number (repeatable), e.g. runtime.per_active_expert_us=20")
 @click.option("--gamma-sweep", metavar="G1,G2,...", help="Run every gamma listed (and every rule unless "

@@ -11,6 +11,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from moesim.config.base import Frozen
+from moesim.config.catalog import DEFAULT_PHONE_DEVICE
 from moesim.config.specdecode import (
     DraftAccuracy,
     DraftRouting,
@@ -63,7 +64,7 @@ class DecodeRun(Frozen):
     """Everything one phone decode simulation needs."""
 
     model: str = DEFAULT_DECODE_MODEL
-    device: str = "sd8-elite-gen5"
+    device: str = DEFAULT_PHONE_DEVICE
     tokens: Annotated[int, Field(gt=0, le=100_000)] = Field(128, description="tokens to generate")
     context: Annotated[int, Field(ge=0, le=1_000_000)] = Field(512, description="prompt tokens already in the KV cache")
     cache_GiB: Annotated[float, Field(ge=0.0, le=1e4, allow_inf_nan=False)] | None = Field(

@@ -14,7 +14,8 @@ import statistics
 import time
 
 from moesim.config.prefill import EStreamPolicy, PrefillRun
-from moesim.simulate.prefill import mobile_profile, simulate_prefill
+from moesim.config.profiles import phone_profile
+from moesim.simulate.prefill import simulate_prefill
 from moesim.traces.sources import default_trace
 
 
@@ -26,7 +27,7 @@ def main() -> None:
     t0 = time.perf_counter()
     default_trace("olmoe-1b-7b")
     load_s = time.perf_counter() - t0
-    profile = mobile_profile("sd8-elite-gen5")
+    profile = phone_profile("sd8-elite-gen5")
     run = PrefillRun(model="olmoe-1b-7b", device="sd8-elite-gen5", tokens=args.tokens, policy=EStreamPolicy())
     walls, metrics = [], {}
     for _ in range(args.repeats):

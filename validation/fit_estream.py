@@ -29,14 +29,13 @@ from moesim.calibrate.estream import (
     write_fit,
     write_uncertainty,
 )
-from moesim.config.profiles import profile_dir
+from moesim.config.profiles import phone_profile, profile_dir
 from moesim.files import write_text_atomic
-from moesim.simulate.prefill import mobile_profile
 
 
 def main() -> int:
     t0 = time.perf_counter()
-    profile = mobile_profile("sd8-elite-gen5")
+    profile = phone_profile("sd8-elite-gen5")
     fit = fit_estream(profile)
     fitted = with_values(profile, fit.values)
     cpu = fit_cpu(fitted)

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from moesim.calibrate.hvx import HELD_OUT_TOLERANCE, fit, measure, provenance, read_csv, write_csv, write_packet_model
+from moesim.config.profiles import phone_profile
 from moesim.cost import hvx
-from moesim.simulate.prefill import mobile_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 CSV = ROOT / "validation" / "hexagon_packets.csv"
@@ -57,7 +57,7 @@ def main() -> int:
 
 def report_bounds(packets_per_8_blocks: float, packets_per_gemm_unit: float) -> None:
     """HVX limits from the fitted slopes against the profile's fitted dequantisation rate."""
-    htp = mobile_profile("sd8-elite-gen5").htp
+    htp = phone_profile("sd8-elite-gen5").htp
     fitted = htp.q4_0_dequant_GBps or float("nan")
     bytes_per_packet = 8 * hvx.Q4_0_BLOCK_B / packets_per_8_blocks
     print(f"dequant (int16): {packets_per_8_blocks / 8:.3f} packets per Q4_0 block = {bytes_per_packet:.2f} Q4_0 bytes "

@@ -23,9 +23,9 @@ from typing import Any
 
 from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
+from moesim.config.profiles import phone_profile
 from moesim.errors import InputError
 from moesim.simulate.decode import decode_memory, expert_bytes, simulate_decode
-from moesim.simulate.prefill import mobile_profile
 from moesim.units import GiB
 
 __all__ = ["GAMMAS", "CACHE_FRACTIONS", "SEARCHED_POLICIES", "DecodeChoice", "candidates", "cache_left_gib",
@@ -71,7 +71,7 @@ def policies_for(base: DecodeRun, budget_gib: float, given: str | None = None) -
         return (given,)
     plain = DecodeRun.model_validate({**base.model_dump(), "spec": "none", "prefetch": "none",
                                       "cache_policy": "lru", "cache_GiB": None})
-    model, device = load_model(base.model), mobile_profile(base.device, base.overrides)
+    model, device = load_model(base.model), phone_profile(base.device, base.overrides)
     rest = sum(decode_memory(model, device, plain).values()) / GiB
     fits = rest + _all_experts_gib(plain) <= budget_gib and base.read_group_size == 1   # resident reads no groups
     return SEARCHED_POLICIES + (("resident",) if fits else ())
@@ -79,7 +79,7 @@ def policies_for(base: DecodeRun, budget_gib: float, given: str | None = None) -
 
 def cache_left_gib(run: DecodeRun, budget_gib: float) -> float:
     """GiB of the budget left for the expert cache by ``run``'s other memory (an error if none)."""
-    model, device = load_model(run.model), mobile_profile(run.device, run.overrides, "decode")
+    model, device = load_model(run.model), phone_profile(run.device, run.overrides, "decode")
     rest = sum(decode_memory(model, device, run).values()) / GiB
     left = budget_gib - rest
     need = expert_bytes(run, model) * model.moe.top_k * (run.gamma if run.spec != "none" else 1) / GiB

@@ -19,13 +19,13 @@ from moesim.config.catalog import load_model
 from moesim.config.device import MobileNPUProfile
 from moesim.config.model import ModelSpec
 from moesim.config.prefill import EStreamPolicy, Prefetch, PrefillRun
-from moesim.config.profiles import profile_hash
+from moesim.config.profiles import phone_profile, profile_hash
 from moesim.cost.memory import MemoryBreakdown, arena_refusal
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
 from moesim.limits import check_prompt_tokens
 from moesim.policies.prefill.search import Choice, Config, StoredProfile, build_profile, select, space
-from moesim.simulate.prefill import base_memory, mobile_profile, routing_counts, simulate_routing
+from moesim.simulate.prefill import base_memory, routing_counts, simulate_routing
 from moesim.traces.sources import prompt_routing
 from moesim.units import GiB
 
@@ -57,7 +57,7 @@ def prepare(model: str, device: str | MobileNPUProfile, tokens: int, trace: str 
     profile for the same model, device numbers and routing was stored before)."""
     spec = load_model(model)
     check_prompt_tokens(tokens, spec.name, spec.num_moe_layers, spec.moe.top_k)
-    dev = mobile_profile(device) if isinstance(device, str) else device
+    dev = phone_profile(device) if isinstance(device, str) else device
     routing, info = prompt_routing(spec, tokens, path=trace, seed=seed)
     counts = routing_counts(routing, spec.moe.num_routed_experts)
     key = profile_key(spec.name, profile_hash(dev), routing, tokens)

@@ -19,7 +19,7 @@ __all__ = ["blame_option"]
 
 
 #: run sections that one option sets as a whole (``--draft-routing nearby:0`` sets routing.window)
-_SECTION_OPTIONS = {"routing": "draft_routing", "draft": "draft_mu", "tree": "tree"}
+_SECTION_OPTIONS = {"routing": "draft_routing", "draft": "draft_mu"}
 
 
 def _norm(name: str) -> str:

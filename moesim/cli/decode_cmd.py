@@ -202,13 +202,13 @@ def _autoconfig(run: DecodeRun, budget: float | None, autoconfig: bool, check: b
                 as_json: bool, given_policy: str | None) -> None:
     from moesim.autoconfig.decode import choose, exhaustive, policies_for
     from moesim.cli.prefill_cmd import warn_budget_above_device
-    from moesim.simulate.prefill import mobile_profile
+    from moesim.config.profiles import phone_profile
 
     if not autoconfig:
         raise InputError("--autoconfig", "is needed with --memory-budget-gib and --check", False)
     said = ""
     if budget is None:     # docs/decode.md: the device's usable DRAM, as a run without --cache-gib has
-        device = mobile_profile(run.device, run.overrides)
+        device = phone_profile(run.device, run.overrides)
         budget = device.memory.usable_GiB
         said = f"note: memory budget: the {budget:g} GiB usable on {device.name} (no --memory-budget-gib given)"
     elif not 0 < budget < 1e6:

@@ -10,12 +10,13 @@ from moesim.cli.output import describe_routing, emit_json, emit_table, writable_
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.loading import validate_data
 from moesim.config.prefill import POLICY_NAMES, PREFETCH_POINTS, PrefillRun, build_policy
+from moesim.config.profiles import phone_profile
 from moesim.cost.uncertainty import budget_warning
 from moesim.errors import InputError
 from moesim.files import write_json_atomic
 from moesim.progress import activity
 from moesim.results import PrefillMetrics
-from moesim.simulate.prefill import mobile_profile, simulate_prefill
+from moesim.simulate.prefill import simulate_prefill
 
 __all__ = ["prefill", "show_prefill", "parse_overrides", "warn_budget_above_device"]
 
@@ -23,7 +24,7 @@ def warn_budget_above_device(budget_GiB: float | None, device: str, overrides: d
     """A budget above the phone's usable memory constrains nothing: say so on stderr."""
     if budget_GiB is None or not math.isfinite(budget_GiB):
         return
-    usable = mobile_profile(device, overrides).memory.usable_GiB
+    usable = phone_profile(device, overrides).memory.usable_GiB
     if budget_GiB > usable:
         click.echo(f"warning: --memory-budget-gib {budget_GiB:g} exceeds the {usable:g} GiB usable memory of "
                    f"{device}; the device's memory, not the budget, limits this run", err=True)

@@ -12,12 +12,13 @@ from moesim.cli.prefill_cmd import parse_overrides
 from moesim.config.base import field_choices, field_default
 from moesim.config.device import GPUServerProfile
 from moesim.config.loading import validate_data
+from moesim.config.profiles import gpu_profile
 from moesim.config.specdecode import MTP_TOP1_LOGIT, SELECTORS, DraftTree, SpecDecodeRun, parse_predictor, parse_routing
 from moesim.errors import InputError
 from moesim.plotting import check_figure_path, pyplot, save_figure
 from moesim.progress import activity
 from moesim.results import SpecDecodeMetrics
-from moesim.simulate.specdecode import gamma_sweep, gpu_profile, simulate_specdecode
+from moesim.simulate.specdecode import gamma_sweep, simulate_specdecode
 
 __all__ = ["specdecode", "show_specdecode", "plot_sweep", "describe_predictor", "predictor_name",
            "check_ignored_options"]

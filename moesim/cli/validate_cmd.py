@@ -131,10 +131,9 @@ def calibrate() -> None:
 def calibrate_estream(device: str, write: bool, as_json: bool) -> None:
     """Fit the HTP's unpublished rates (bounded) to llama.cpp's dense curve and the EStream TTFT; CPU rates too."""
     from moesim.calibrate.estream import fit_cpu, fit_estream, with_values, write_fit
-    from moesim.config.profiles import profile_dir, profile_names
-    from moesim.simulate.prefill import mobile_profile
+    from moesim.config.profiles import phone_profile, profile_dir, profile_names
 
-    profile = mobile_profile(device, workload="calibrate estream (the phone prefill profile)")
+    profile = phone_profile(device, workload="calibrate estream (the phone prefill profile)")
     fit = fit_estream(profile)
     cpu = fit_cpu(with_values(profile, fit.values))
     if fit.at_bound:

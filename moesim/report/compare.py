@@ -22,9 +22,10 @@ from typing import Any
 from moesim.config.catalog import load_model
 from moesim.config.loading import validate_data
 from moesim.config.prefill import POLICY_NAMES, PrefillRun, build_policy
+from moesim.config.profiles import phone_profile
 from moesim.errors import InputError, MoesimError
 from moesim.plotting import pyplot, save_figure
-from moesim.simulate.prefill import mobile_profile, simulate_prefill
+from moesim.simulate.prefill import simulate_prefill
 
 __all__ = ["COLUMNS", "compare_policies", "plot_plane", "bound_of", "default_baseline", "global_failure"]
 
@@ -119,7 +120,7 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
     if baseline not in chosen:
         raise InputError("--baseline", f"must be one of the compared policies ({', '.join(chosen)})", baseline)
     load_model(model)
-    mobile_profile(device, overrides)
+    phone_profile(device, overrides)
     plans = [[validate_data(PrefillRun, {"model": model, "device": device, "tokens": n, "seed": seed,
                                          "policy": build_policy(p, {}), "memory_budget_GiB": memory_budget_GiB,
                                          "overrides": overrides or {}}) for p in chosen] for n in tokens]

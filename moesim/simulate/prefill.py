@@ -33,10 +33,7 @@ from moesim.units import GiB, KiB, MiB
 from moesim.workloads.prefill import run_stream_prefill
 from moesim.workloads.prefill_cpu import run_cpu_prefill
 
-__all__ = ["simulate_prefill", "simulate_routing", "mobile_profile", "routing_counts", "base_memory"]
-
-#: the phone profile of a run (config.profiles.phone_profile, under the name its importers use)
-mobile_profile = phone_profile
+__all__ = ["simulate_prefill", "simulate_routing", "routing_counts", "base_memory"]
 
 
 def routing_counts(experts: np.ndarray, n_exp: int) -> np.ndarray:
@@ -90,7 +87,7 @@ def simulate_prefill(run: PrefillRun, trace: RoutingTrace | None = None, *,
     apply to either."""
     model = load_model(run.model)
     check_prompt_tokens(run.tokens, model.name, model.num_moe_layers, model.moe.top_k)
-    device = mobile_profile(profile if profile is not None else run.device, run.overrides)
+    device = phone_profile(profile if profile is not None else run.device, run.overrides)
     routing, trace_info = prompt_routing(model, run.tokens, trace=trace, path=run.trace, seed=run.seed)
     return simulate_routing(run, model, device, routing, trace_info)
 

@@ -49,7 +49,7 @@ from moesim.traces.trace import RoutingTrace
 from moesim.units import GiB
 from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, ReplayStats, replay
 
-__all__ = ["SpecDecodeResult", "simulate_specdecode", "gamma_sweep", "gpu_profile", "resolve_trace",
+__all__ = ["SpecDecodeResult", "simulate_specdecode", "gamma_sweep", "resolve_trace",
            "draft_at_temperature", "PUBLISHED_DRAFT_S", "DEFAULT_PRED_S", "SYNTHETIC_TOKENS", "Replayed", "replay_run",
            "decode_runs", "resolve_predictor"]
 

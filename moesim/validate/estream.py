@@ -22,7 +22,8 @@ from moesim.calibrate.estream import (
     predict,
 )
 from moesim.config.prefill import CPUPolicy, EStreamPolicy, PrefillRun
-from moesim.simulate.prefill import mobile_profile, simulate_prefill
+from moesim.config.profiles import phone_profile
+from moesim.simulate.prefill import simulate_prefill
 from moesim.validate.registry import Case
 
 __all__ = ["estream_cases"]
@@ -48,12 +49,12 @@ _BUBBLES_WHY = ("soft anchor, not fitted: the calibrated NPU computes a 1K prefi
 def _target(target: Target, fitted: bool, why: str = "") -> Case:
     return Case(target.name, target.value, f"{target.source} (at G={CALIBRATED_AT[0]}, B={CALIBRATED_AT[1]})",
                 target.tolerance, target.tolerance_kind,
-                lambda: predict(mobile_profile(_DEVICE), target, *CALIBRATED_AT), fitted_to=fitted,
+                lambda: predict(phone_profile(_DEVICE), target, *CALIBRATED_AT), fitted_to=fitted,
                 unit="s" if target.metric == "ttft_s" else "share", expect="miss" if why else "pass", why=why)
 
 
 def _anchor(a: Anchor) -> Case:
-    return Case(a.name, a.seconds, a.source, 0.10, "relative", lambda: a.predict_s(mobile_profile(_DEVICE)),
+    return Case(a.name, a.seconds, a.source, 0.10, "relative", lambda: a.predict_s(phone_profile(_DEVICE)),
                 fitted_to=True, unit="s")
 
 

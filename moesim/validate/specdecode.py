@@ -17,9 +17,10 @@ from typing import Any
 from moesim.calibrate.ecospec import SPEC_TARGETS, Target, calibration_run
 from moesim.config.catalog import load_model
 from moesim.config.device import GPUServerProfile
+from moesim.config.profiles import gpu_profile
 from moesim.config.specdecode import SpecDecodeRun, parse_routing
 from moesim.cost.verify import forward_bytes, verify_params
-from moesim.simulate.specdecode import gpu_profile, simulate_specdecode
+from moesim.simulate.specdecode import simulate_specdecode
 from moesim.traces.paths import shared_traces_dir
 from moesim.traces.sources import REAL_SOURCES
 from moesim.traces.trace import RoutingTrace

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from moesim.calibrate.estream import with_values
 from moesim.config.prefill import PrefillRun, ResidentPolicy
-from moesim.config.profiles import load_profile
+from moesim.config.profiles import load_profile, phone_profile
 from moesim.cost.htp import TilePipeline, tile_cost, tile_matmul
 from moesim.errors import InputError
-from moesim.simulate.prefill import mobile_profile, simulate_prefill
+from moesim.simulate.prefill import simulate_prefill
 from tests.strategies import PURE_SETTINGS
 
 P = TilePipeline(hmx_flop_per_ns=8e3, dequant_B_per_ns=20.0, dma_B_per_ns=60.0, act_B_per_ns=40.0,
@@ -71,7 +71,7 @@ def test_pipeline_invariants(tokens: int, rows: int, row_len: int, dequantise: b
 
 
 def _tiled_phone(attention: str = "hmx") -> object:
-    phone = mobile_profile("sd8-elite-gen5")
+    phone = phone_profile("sd8-elite-gen5")
     data = phone.model_dump()
     data["htp"]["attention_unit"] = attention
     return with_values(type(phone).model_validate(data), {"htp.hvx_efficiency_ratio": 0.35, "htp.dma_GBps": 40.0})

@@ -9,17 +9,18 @@ from moesim.calibrate.estream import FIT_FIELDS, hard_anchors, with_values
 from moesim.config.catalog import load_model
 from moesim.config.device import MobileNPUProfile
 from moesim.config.prefill import CPUPolicy, PrefillRun
+from moesim.config.profiles import phone_profile
 from moesim.cost.ops import attention_op
 from moesim.cost.params import cpu_backend, npu_backend
 from moesim.cost.uncertainty import time_interval_s
-from moesim.simulate.prefill import mobile_profile, simulate_prefill
+from moesim.simulate.prefill import simulate_prefill
 from moesim.traces import bundled_trace_path
 from tests.traces_helpers import needs_shared
 
 
 @pytest.fixture(scope="module")
 def phone() -> MobileNPUProfile:
-    return mobile_profile("sd8-elite-gen5")
+    return phone_profile("sd8-elite-gen5")
 
 
 def _get(p: MobileNPUProfile, dotted: str) -> float:

@@ -14,6 +14,7 @@ from moesim.cli import cli
 from moesim.cli.specdecode_cmd import specdecode
 from moesim.config.catalog import load_model
 from moesim.config.loading import validate_data
+from moesim.config.profiles import gpu_profile
 from moesim.config.specdecode import (
     DraftAccuracy,
     NearbyRouting,
@@ -31,7 +32,7 @@ from moesim.policies.specdecode.predict import accuracy_table, topk_accuracy
 from moesim.policies.specdecode.routing import draft_sources
 from moesim.policies.specdecode.select import path_footprints, select_confidence, select_ecospec, select_global_cost
 from moesim.policies.specdecode.tree import TreeNoise, accepted_drafts, build_trees, tree_shape
-from moesim.simulate.specdecode import gpu_profile, simulate_specdecode
+from moesim.simulate.specdecode import simulate_specdecode
 from moesim.traces import write_trace
 from tests.traces_helpers import make_trace, needs_shared, random_trace
 

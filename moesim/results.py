@@ -10,31 +10,76 @@ workloads; ``moesim rerun RESULT.json`` re-runs a saved result from that alone. 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias, TypedDict, TypeVar
 
 import pandas as pd
-from pydantic import BaseModel
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from moesim._version import __version__
 from moesim.config.base import Frozen
 from moesim.config.catalog import model_names
+from moesim.config.decode import DecodePredictor, DecodeRun
 from moesim.config.loading import file_ref
+from moesim.config.prefill import PrefillRun
 from moesim.config.profiles import profile_names
+from moesim.config.specdecode import DraftAccuracy, DraftRouting, DraftTree, SpecDecodeRun
+from moesim.traces.provenance import DecodeProvenance, PromptProvenance, ReplayProvenance
 
 __all__ = ["RunConfig", "PrefillConfig", "SpecDecodeConfig", "DecodeConfig", "PrefillMetrics",
            "SpecDecodeMetrics", "DecodeMetrics", "PrefillResult", "SpecDecodeResult", "DecodeResult",
-           "HOST_CLOCK_FIELDS", "run_config", "flatten_metrics", "chrome_trace"]
+           "HOST_CLOCK_FIELDS", "run_config", "saved_run", "flatten_metrics", "chrome_trace", "PredictorChoice",
+           "PredictorUse", "RunFields", "JSONValue"]
 
 Workload = Literal["prefill", "specdecode", "decode"]
+
+#: a JSON value (what ``--json`` writes and ``moesim rerun`` reads back)
+JSONValue: TypeAlias = "str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]"
+#: a flat row's value (``flatten_metrics``): lists become JSON strings
+Scalar: TypeAlias = "str | int | float | bool | None"
 
 #: fields measured on the host clock, which a re-run cannot reproduce (dotted paths)
 HOST_CLOCK_FIELDS = ("sim.wall_s", "sim.steps_per_wall_s", "config.selection_ms")
 
 
-class RunConfig(Frozen):
-    """How a result was produced; the same fields for both workloads."""
+class Sparse(Frozen):
+    """A record whose fields that do not apply to it (None) are left out of its JSON: a learned
+    predictor has ``folds`` and no ``fraction``, an accuracy predictor the other way round."""
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+
+class PredictorChoice(Sparse):
+    """The expert predictor a speculative run resolved: the run's own, or the default for its
+    trace (``default``), and why (``source``)."""
+
+    kind: Literal["oracle", "accuracy", "learned"]
+    fraction: float | None = None        # accuracy
+    folds: int | None = None             # learned
+    default: bool
+    source: str
+
+
+class PredictorUse(Sparse):
+    """... and what the replay made of it: ``used`` (only the cost-aware rules read it) and, when
+    used, what was built (the learned model's held-out accuracy per lag, whether it read token ids)."""
+
+    kind: Literal["oracle", "accuracy", "learned"]
+    used: bool
+    default: bool
+    source: str
+    fraction: float | None = None
+    folds: int | None = None
+    uses_token_ids: bool | None = None
+    heldout_accuracy_by_lag: list[float] | None = None
+
+
+class RunFields(TypedDict):
+    """The fields every workload's configuration starts with (:func:`run_config`)."""
 
     workload: Workload
     model: str
@@ -43,13 +88,27 @@ class RunConfig(Frozen):
     seed: int
     profile_hash: str
     moesim_version: str
-    trace: dict[str, Any]
-    run: dict[str, Any]
+
+
+class RunConfig(Frozen):
+    """How a result was produced; the same fields for every workload, then each one's own."""
+
+    workload: Workload
+    model: str
+    device: str
+    overrides: dict[str, float]
+    seed: int
+    profile_hash: str
+    moesim_version: str
+    trace: PromptProvenance | ReplayProvenance | DecodeProvenance
+    run: PrefillRun | SpecDecodeRun | DecodeRun
 
 
 class PrefillConfig(RunConfig):
     """... and the prefill options as resolved (defaults and auto-configured choices filled in)."""
 
+    trace: PromptProvenance
+    run: PrefillRun
     tokens: int
     policy: str
     group_size: int | None
@@ -66,16 +125,18 @@ class PrefillConfig(RunConfig):
 class SpecDecodeConfig(RunConfig):
     """... and the speculative-decoding options as resolved."""
 
+    trace: ReplayProvenance
+    run: SpecDecodeRun
     selector: str
     gamma: int
     epsilon: float
     passes: int
-    tree: dict[str, int]
-    draft: dict[str, float]
+    tree: DraftTree
+    draft: DraftAccuracy
     drafter: str = "eagle3"
     requests: str | None = None
-    routing: dict[str, Any]
-    predictor: dict[str, Any]
+    routing: DraftRouting
+    predictor: PredictorChoice
     t_draft_ms: float | None
     t_pred_ms: float | None
 
@@ -83,6 +144,8 @@ class SpecDecodeConfig(RunConfig):
 class DecodeConfig(RunConfig):
     """... and the phone-decode options as resolved (the cache in slots, the pinned set's size)."""
 
+    trace: DecodeProvenance
+    run: DecodeRun
     tokens: int
     context: int
     cache_policy: str
@@ -94,20 +157,30 @@ class DecodeConfig(RunConfig):
     gamma: int
     backend: str
     queue_depth: int
-    predictor: dict[str, Any]
+    predictor: DecodePredictor
     t_draft_ms: float
 
 
-def run_config(workload: Workload, run: BaseModel, device: str, profile_hash: str,
-               trace: dict[str, Any]) -> dict[str, Any]:
-    """The fields of :class:`RunConfig` for ``run`` (a ``PrefillRun`` or ``SpecDecodeRun``)."""
-    data = run.model_dump(mode="json")
-    data["model"], data["device"] = file_ref(data["model"], model_names()), file_ref(data["device"], profile_names())
-    if data.get("trace"):
-        data["trace"] = str(Path(data["trace"]).resolve())
-    return {"workload": workload, "model": data["model"], "device": device, "overrides": data["overrides"],
-            "seed": data["seed"], "profile_hash": profile_hash, "moesim_version": __version__, "trace": trace,
-            "run": data}
+R = TypeVar("R", PrefillRun, SpecDecodeRun, DecodeRun)
+
+
+def run_config(workload: Workload, run: PrefillRun | SpecDecodeRun | DecodeRun, device: str,
+               profile_hash: str) -> RunFields:
+    """The fields every :class:`RunConfig` starts with, for ``run``: its model as the catalog
+    name (or file path) a re-run resolves, and the profile's name and hash."""
+    return RunFields(workload=workload, model=file_ref(run.model, model_names()), device=device,
+                     overrides=dict(run.overrides), seed=run.seed, profile_hash=profile_hash,
+                     moesim_version=__version__)
+
+
+def saved_run(run: R) -> R:
+    """``run`` as a result stores it (``config.run``): model and device as catalog names or file
+    paths, a trace file as its absolute path, so that ``moesim rerun`` resolves the same inputs."""
+    update: dict[str, str] = {"model": file_ref(run.model, model_names()), "device": file_ref(run.device,
+                                                                                            profile_names())}
+    if run.trace:
+        update["trace"] = str(Path(run.trace).resolve())
+    return run.model_copy(update=update)
 
 
 class PrefillMetrics(Frozen):
@@ -164,7 +237,7 @@ class SpecDecodeMetrics(Frozen):
     t_verify_runtime_s: float
     mean_verified_tokens: float
     ar: dict[str, float]
-    predictor: dict[str, Any]
+    predictor: PredictorUse
     sources: dict[str, str]
     sim: dict[str, float | int]
     config: SpecDecodeConfig
@@ -191,18 +264,18 @@ class DecodeMetrics(Frozen):
     utilization: dict[str, float]
     predictor_accuracy: float | None        # cost-aware rules: predicted sets of the verified nodes
     notes: list[str] = []                   # what the run sized for the user (printed once on stderr)
-    trace: dict[str, Any]
+    trace: DecodeProvenance
     sim: dict[str, float | int]
     config: DecodeConfig
 
 
-def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_metrics(metrics: Mapping[str, object], prefix: str = "") -> dict[str, Scalar]:
     """``{"a": {"b": 1}, "c": [1, 2]}`` -> ``{"a.b": 1, "c": "[1, 2]"}``.
 
     >>> flatten_metrics({"a": {"b": 1}, "c": [1, 2]})
     {'a.b': 1, 'c': '[1, 2]'}
     """
-    out: dict[str, Any] = {}
+    out: dict[str, Scalar] = {}
     for key, value in metrics.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
@@ -210,6 +283,7 @@ def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]
         elif isinstance(value, (list, tuple)):
             out[name] = json.dumps(value, sort_keys=True)
         else:
+            assert value is None or isinstance(value, (str, int, float, bool)), name
             out[name] = value
     return out
 
@@ -239,7 +313,7 @@ class PrefillResult(_Rows):
     def ttft_s(self) -> float:
         return self.metrics.ttft_s
 
-    def to_chrome_trace(self) -> dict[str, Any]:
+    def to_chrome_trace(self) -> dict[str, JSONValue]:
         return chrome_trace(self.spans, process=f"moesim prefill {self.metrics.config.policy}")
 
 
@@ -260,15 +334,15 @@ class DecodeResult(_Rows):
     #: every set the cache was asked for, in order (warm-up included): keys ``layer * E + expert``
     accesses: list[list[int]] = field(default_factory=list, repr=False)
 
-    def to_chrome_trace(self) -> dict[str, Any]:
+    def to_chrome_trace(self) -> dict[str, JSONValue]:
         return chrome_trace(self.spans, process=f"moesim decode {self.metrics.config.cache_policy}")
 
 
-def chrome_trace(spans: pd.DataFrame, process: str = "moesim") -> dict[str, Any]:
+def chrome_trace(spans: pd.DataFrame, process: str = "moesim") -> dict[str, JSONValue]:
     """Chrome/Perfetto trace-event JSON: one track (thread) per unit, times in microseconds."""
     units = sorted(spans["unit"].unique(), key=_unit_order)
     tid = {u: i + 1 for i, u in enumerate(units)}
-    events: list[dict[str, Any]] = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": process}}]
+    events: list[JSONValue] = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": process}}]
     events += [{"ph": "M", "pid": 1, "tid": tid[u], "name": "thread_name", "args": {"name": u}} for u in units]
     for row in spans.itertuples(index=False):
         events.append({"ph": "X", "pid": 1, "tid": tid[row.unit], "name": row.op, "ts": row.start_ns / 1e3,

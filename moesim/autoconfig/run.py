@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from moesim.cost.pipeline import service_times
 from moesim.limits import check_prompt_tokens
 from moesim.policies.prefill.search import Choice, Config, StoredProfile, build_profile, select, space
 from moesim.simulate.prefill import base_memory, routing_counts, simulate_routing
+from moesim.traces.provenance import PromptProvenance
 from moesim.traces.sources import prompt_routing
 from moesim.units import GiB
 
@@ -40,7 +40,7 @@ class AutoconfigCase:
     device: MobileNPUProfile
     tokens: int
     routing: np.ndarray
-    trace_info: dict[str, Any]
+    provenance: PromptProvenance
     base: MemoryBreakdown
     profile: StoredProfile
     from_store: bool = False
@@ -94,7 +94,7 @@ def simulate_config(case: AutoconfigCase, cfg: Config, gate: Prefetch, budget_Gi
     policy = EStreamPolicy(group_size=cfg.group_size, banks=cfg.banks, queue_depth=cfg.queue_depth, prefetch=gate)
     run = PrefillRun(model=case.model.name, device=case.device.name, tokens=case.tokens, policy=policy,
                      memory_budget_GiB=budget_GiB)
-    return round(simulate_routing(run, case.model, case.device, case.routing, case.trace_info).ttft_s * 1e9)
+    return round(simulate_routing(run, case.model, case.device, case.routing, case.provenance).ttft_s * 1e9)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from moesim.engine import Sim
 from moesim.files import atomic_path
 from moesim.policies.prefill.plan import StreamPlan, make_groups
 from moesim.simulate.prefill import routing_counts
-from moesim.workloads.prefill import run_stream_prefill
+from moesim.workloads.prefill import execute_stream_prefill
 
 __all__ = ["HostFit", "fit_host", "host_backend", "host_ufs", "executor_model", "predict_executor",
            "render_host_profile", "describe_machine"]
@@ -101,8 +101,7 @@ def predict_executor(p: HostProfile, model: ModelSpec, routing: np.ndarray, grou
     kernel = OpCost(mat_ns=2.0 * n * nonffn_dim * nonffn_dim * nonffn_reps / p.cpu.require("nonffn_GFLOPS", p.name))
     non_ffn = [{"nonffn": kernel} for _ in range(model.num_layers)]
     sim = Sim(0)
-    stats, _, _, _ = run_stream_prefill(sim, model, plan, host_backend(p), host_ufs(p), non_ffn, OpCost())
-    sim.run()
+    stats = execute_stream_prefill(sim, model, plan, host_backend(p), host_ufs(p), non_ffn, OpCost())
     share = stats.bubble_ns / stats.expert_phase_ns if stats.expert_phase_ns else 0.0
     return stats.end_ns / 1e9, share
 

@@ -60,7 +60,7 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
         "runner_up": [{"group_size": g, "banks": c.banks, "queue_depth": c.queue_depth, "predicted_ttft_s": t / 1e9}
                       for g, (c, t) in sorted(choice.per_group_size.items(), key=lambda kv: (kv[1][1], kv[0]))],
         "model": case.model.name, "device": case.device.name, "tokens": tokens, "memory_budget_gib": memory_budget_gib,
-        "trace": {"source": case.trace_info["source"], "synthetic": case.trace_info["synthetic"]},
+        "trace": {"source": case.provenance.source, "synthetic": case.provenance.synthetic},
     }
     if verify:
         show = False if quiet else None

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -40,11 +39,12 @@ from moesim.policies.specdecode.predict import PredictFn, accuracy_table
 from moesim.policies.specdecode.temperature import draft_at_temperature
 from moesim.policies.specdecode.tree import tree_shape
 from moesim.progress import Update, phase
-from moesim.results import DecodeConfig, DecodeMetrics, DecodeResult, run_config
+from moesim.results import DecodeConfig, DecodeMetrics, DecodeResult, run_config, saved_run
+from moesim.traces.provenance import DecodeProvenance
 from moesim.traces.sources import decode_runs, resolve_trace
 from moesim.traces.trace import RoutingTrace
 from moesim.units import FP16_B, GiB, KiB
-from moesim.workloads.decode import DecodeStats, Reads, run_decode
+from moesim.workloads.decode import DecodeMeasured, Reads, execute_decode
 
 __all__ = ["simulate_decode", "decode_memory", "cpu_decode_backend", "npu_decode_backend", "expert_bytes"]
 
@@ -184,7 +184,8 @@ def _next_layer_table(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int
     return out
 
 
-def _node_predictor(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int], ...], token_ids: Any, n_exp: int,
+def _node_predictor(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int], ...],
+                    token_ids: npt.NDArray[np.int32] | None, n_exp: int,
                     rng: np.random.Generator) -> PredictFn | None:
     """A draft's experts for the cost-aware rules: decode's ``trace`` predictor is specdecode's
     ``learned`` one (two folds)."""
@@ -310,64 +311,73 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
         return plan
 
     phase("simulating")
-    stats, unit, ufs_unit = run_decode(sim, model, be, backend, cache, reads, next_step, run.context,
-                                       run.warmup_tokens)
-    events = sim.run()
-    return DecodeResult(_metrics(run, model, device, stats, unit, ufs_unit, steps, memory, cache_B, slots, n_pinned,
-                                 queue_depth, backend, tr, keep, bounds, events, wall0, spec,
-                                 range(n_keys) if run.cache_policy == "resident" else pinned, notes),
-                        spans=sim.recorder.frame(), accesses=stats.accesses)
+    measured = execute_decode(sim, model, be, backend, cache, reads, next_step, run.context, run.warmup_tokens)
+    provenance = DecodeProvenance(source=tr.meta.source, synthetic=bool(tr.meta.synthetic),
+                                  decode_tokens=int(len(keep)), requests=len(bounds), wrapped=steps.wrapped)
+    sized = _Sized(memory=memory, cache_B=cache_B, slots=slots, pinned_slots=n_pinned, queue_depth=queue_depth,
+                   preload=tuple(range(n_keys)) if run.cache_policy == "resident" else tuple(pinned), notes=notes)
+    return DecodeResult(_metrics(run, model, device, measured, steps, sized, provenance, wall0, spec),
+                        spans=sim.recorder.frame(), accesses=measured.accesses)
 
 
-def _metrics(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, stats: DecodeStats, unit: Any,
-             ufs_unit: Any, steps: DecodeSteps, memory: dict[str, int], cache_B: int, slots: int, n_pinned: int,
-             queue_depth: int, backend: str, tr: RoutingTrace, keep: Any, bounds: Any, events: int, wall0: float,
-             spec: SpecSettings | None, preload: Any, notes: list[str]) -> DecodeMetrics:
-    total_ns = max(sum(stats.step_ns), 1)
-    tokens = sum(stats.emitted)
-    accesses = stats.hits + stats.misses
-    measured = stats.accesses[stats.warmup_accesses:]
-    capacity = 0 if run.cache_policy == "none" else (slots if run.cache_policy != "resident" else
+@dataclass(frozen=True, kw_only=True)
+class _Sized:
+    """What the run sized before simulating: memory outside the cache, the cache in bytes and
+    slots, the pinned set (its size, and the keys a resident or pinned cache starts with), the
+    UFS queue depth, and the notes about it for the user."""
+
+    memory: dict[str, int]
+    cache_B: int
+    slots: int
+    pinned_slots: int
+    queue_depth: int
+    preload: tuple[int, ...]
+    notes: list[str]
+
+
+def _metrics(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, m: DecodeMeasured, steps: DecodeSteps,
+             sized: _Sized, provenance: DecodeProvenance, wall0: float, spec: SpecSettings | None) -> DecodeMetrics:
+    total_ns = max(sum(m.step_ns), 1)
+    tokens = sum(m.emitted)
+    accesses = m.hits + m.misses
+    measured = m.accesses[m.warmup_accesses:]
+    capacity = 0 if run.cache_policy == "none" else (sized.slots if run.cache_policy != "resident" else
                                                       model.num_moe_layers * model.moe.num_routed_experts)
-    belady = belady_hits(stats.accesses, capacity, preload=preload) if capacity else None
-    belady_measured = int(np.asarray(belady.set_hits)[stats.warmup_accesses:].sum()) if belady is not None else 0
-    io_B = stats.io_B if ufs_unit is None else ufs_unit.bytes_read - stats.ufs_B_at_start
-    io_busy = stats.io_busy_ns if ufs_unit is None else ufs_unit.busy_ns - stats.ufs_busy_at_start
-    window = max(stats.end_ns - stats.measured_from, 1)
-    memory_all = dict(memory, expert_cache=cache_B)
+    belady = belady_hits(m.accesses, capacity, preload=sized.preload) if capacity else None
+    belady_measured = int(np.asarray(belady.set_hits)[m.warmup_accesses:].sum()) if belady is not None else 0
+    window = max(m.end_ns - m.measured_from, 1)
+    memory_all = dict(sized.memory, expert_cache=sized.cache_B)
     peak = sum(memory_all.values())
-    trace_info = {"source": tr.meta.source, "synthetic": bool(tr.meta.synthetic), "decode_tokens": int(len(keep)),
-                  "requests": len(bounds), "wrapped": steps.wrapped}
     config = DecodeConfig(
-        **run_config("decode", run, device.name, profile_hash(device), trace_info),
-        tokens=run.tokens, context=run.context, cache_policy=run.cache_policy, cache_gib=cache_B / GiB,
-        cache_slots=capacity, pinned_slots=n_pinned, prefetch=run.prefetch, spec=run.spec,
-        gamma=run.gamma if run.spec != "none" else 1, backend=backend, queue_depth=queue_depth,
-        predictor=run.predictor.model_dump(mode="json"), t_draft_ms=(spec.draft_ns / 1e6) if spec else 0.0)
-    n_steps = len(stats.step_ns)
+        **run_config("decode", run, device.name, profile_hash(device)), trace=provenance, run=saved_run(run),
+        tokens=run.tokens, context=run.context, cache_policy=run.cache_policy, cache_gib=sized.cache_B / GiB,
+        cache_slots=capacity, pinned_slots=sized.pinned_slots, prefetch=run.prefetch, spec=run.spec,
+        gamma=run.gamma if run.spec != "none" else 1, backend=run.backend, queue_depth=sized.queue_depth,
+        predictor=run.predictor, t_draft_ms=(spec.draft_ns / 1e6) if spec else 0.0)
+    n_steps = len(m.step_ns)
     measured_keys = sum(len(s) for s in measured)
     return DecodeMetrics(
         tokens_per_s=tokens / (total_ns / 1e9),
-        ms_per_token=_percentiles(stats.step_ns, stats.emitted),
-        cache_hit_rate=stats.hits / accesses if accesses else 0.0,
+        ms_per_token=_percentiles(m.step_ns, m.emitted),
+        cache_hit_rate=m.hits / accesses if accesses else 0.0,
         belady_hit_rate=belady_measured / measured_keys if measured_keys else 0.0,
-        ufs_bytes_per_token=io_B / tokens if tokens else 0.0,
+        ufs_bytes_per_token=m.io_B_window / tokens if tokens else 0.0,
         peak_memory_gib=peak / GiB,
         peak_memory_gib_interval=(None if device.uncertainty is None else
-                                  memory_interval_gib(peak / GiB, memory["runtime"] / GiB, device.uncertainty)),
-        notes=notes,
+                                  memory_interval_gib(peak / GiB, sized.memory["runtime"] / GiB, device.uncertainty)),
+        notes=sized.notes,
         fits_device_memory=peak <= device.memory.usable_GiB * GiB,
         memory_gib={k: v / GiB for k, v in memory_all.items()},
-        bubble_share=stats.bubble_ns / total_ns,
-        mean_active_experts=float(np.mean(stats.active)) if stats.active else 0.0,
+        bubble_share=m.bubble_ns / total_ns,
+        mean_active_experts=float(np.mean(m.active)) if m.active else 0.0,
         acceptance_length=tokens / n_steps if spec is not None and n_steps else None,
-        mean_verified_tokens=float(np.mean(stats.verified)) if stats.verified else 0.0,
+        mean_verified_tokens=float(np.mean(m.verified)) if m.verified else 0.0,
         steps=n_steps,
-        cache={"hits": stats.hits, "misses": stats.misses, "late_hits": stats.late_hits,
-               "prefetched": stats.prefetched, "prefetch_used": stats.prefetch_used,
-               "prefetch_accuracy": stats.prefetch_used / stats.prefetched if stats.prefetched else 0.0},
-        utilization={backend: (unit.busy_ns - stats.compute_busy_at_start) / window, "ufs": io_busy / window},
+        cache={"hits": m.hits, "misses": m.misses, "late_hits": m.late_hits,
+               "prefetched": m.prefetched, "prefetch_used": m.prefetch_used,
+               "prefetch_accuracy": m.prefetch_used / m.prefetched if m.prefetched else 0.0},
+        utilization={run.backend: m.compute_busy_ns_window / window, "ufs": m.io_busy_ns_window / window},
         predictor_accuracy=(steps.predicted_hits / steps.predicted_slots) if steps.predicted_slots else None,
-        trace=trace_info,
-        sim={"wall_s": time.perf_counter() - wall0, "events": events},
+        trace=provenance,
+        sim={"wall_s": time.perf_counter() - wall0, "events": m.events},
         config=config)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,22 +17,23 @@ from moesim.config.profiles import phone_profile, profile_hash
 from moesim.cost.bounds import stream_bounds
 from moesim.cost.energy import RunActivity, activation_bytes_moved, energy_breakdown_j
 from moesim.cost.memory import MemoryBreakdown, arena_refusal, prefill_memory
-from moesim.cost.ops import OpCost, layer_non_ffn, lm_head_op
+from moesim.cost.ops import layer_non_ffn, lm_head_op
 from moesim.cost.params import check_queue_depth, cpu_backend, npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
 from moesim.cost.uncertainty import interval_over_budget, memory_interval_gib, time_interval_s
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.limits import check_prompt_tokens
-from moesim.policies.prefill.plan import StreamPlan, plan_prefill
+from moesim.policies.prefill.plan import StreamPlan, plan_floor, plan_prefill
 from moesim.policies.prefill.search import Choice, build_profile, select
 from moesim.progress import phase
-from moesim.results import PrefillConfig, PrefillMetrics, PrefillResult, run_config
+from moesim.results import PrefillConfig, PrefillMetrics, PrefillResult, run_config, saved_run
+from moesim.traces.provenance import GIVEN_ARRAY, PromptProvenance
 from moesim.traces.sources import prompt_routing
 from moesim.traces.trace import RoutingTrace
 from moesim.units import GiB, KiB, MiB
-from moesim.workloads.prefill import run_stream_prefill
-from moesim.workloads.prefill_cpu import run_cpu_prefill
+from moesim.workloads.prefill import StreamMeasured, execute_stream_prefill
+from moesim.workloads.prefill_cpu import CPUMeasured, execute_cpu_prefill
 
 __all__ = ["simulate_prefill", "simulate_routing", "routing_counts", "base_memory"]
 
@@ -48,12 +50,11 @@ def _non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRu
                       routed_max: int) -> MemoryBreakdown:
     runtime_B = int(device.memory.require("runtime_overhead_MiB", device.name) * MiB)
     n = run.tokens
+    weights = plan_floor(plan_kind, model).resident_weights_B
     if plan_kind in ("cpu", "mmap"):
         ub = getattr(run.policy, "ubatch_tokens", n)
-        weights = model.total_weight_bytes("q4_0") if plan_kind == "cpu" else model.resident_non_expert_bytes("q4_0")
         return prefill_memory(model, min(n, ub), weights_B=weights, arena_B=0, runtime_B=runtime_B,
                               routed_max=min(routed_max, ub), kv_tokens=n)
-    weights = model.total_weight_bytes("q4_0") if plan_kind == "resident" else model.resident_non_expert_bytes("q4_0")
     return prefill_memory(model, n, weights_B=weights, arena_B=0, runtime_B=runtime_B, routed_max=routed_max,
                           kv_all_layers=run.kv_retention == "all-layers")
 
@@ -88,28 +89,47 @@ def simulate_prefill(run: PrefillRun, trace: RoutingTrace | None = None, *,
     model = load_model(run.model)
     check_prompt_tokens(run.tokens, model.name, model.num_moe_layers, model.moe.top_k)
     device = phone_profile(profile if profile is not None else run.device, run.overrides)
-    routing, trace_info = prompt_routing(model, run.tokens, trace=trace, path=run.trace, seed=run.seed)
-    return simulate_routing(run, model, device, routing, trace_info)
+    routing, provenance = prompt_routing(model, run.tokens, trace=trace, path=run.trace, seed=run.seed)
+    return simulate_routing(run, model, device, routing, provenance)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Planned:
+    """The plan stage's output: the plan, the memory outside the arena, what the budget leaves
+    the arena (None: no budget) and the search's choice when it chose G and B."""
+
+    plan: StreamPlan
+    base: MemoryBreakdown
+    arena_budget_B: int | None
+    auto: Choice | None
 
 
 def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, routing: np.ndarray,
-                     trace_info: dict[str, Any] | None = None) -> PrefillResult:
-    """Simulate a prefill whose routing is given as expert ids [tokens, moe_layers, k]."""
+                     provenance: PromptProvenance | None = None) -> PrefillResult:
+    """Simulate a prefill whose routing is given as expert ids [tokens, moe_layers, k]: plan,
+    execute (SimPy), measure."""
     wall0 = time.perf_counter()
-    trace_info = trace_info or {"source": "given array", "synthetic": None, "tokens": int(routing.shape[0])}
+    provenance = provenance or PromptProvenance(source=GIVEN_ARRAY, synthetic=None, tokens=int(routing.shape[0]))
     if routing.shape[0] != run.tokens:
         raise InputError("routing", f"must have {run.tokens} tokens", routing.shape[0])
     if routing.shape[1] != model.num_moe_layers:
         raise InputError("trace", f"must cover all {model.num_moe_layers} MoE layers of {model.name} for prefill",
                          routing.shape[1])
     counts = routing_counts(routing, model.moe.num_routed_experts)
+    planned = _plan(run, model, device, counts)
+    phase("simulating")
+    sim = Sim(run.seed)
+    measured = _execute(sim, run, model, device, planned, routing)
+    wall = time.perf_counter() - wall0
+    return PrefillResult(metrics=_measure(run, model, device, counts, planned, measured, provenance, wall),
+                         spans=sim.recorder.frame())
+
+
+def _plan(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray) -> _Planned:
+    """The budget check against the policy's floor, the search for unset G/B/Q, the plan."""
     kind = run.policy.kind
     base = _non_arena_memory(model, device, run, kind, int(counts.max()))
-    w = model.expert_bytes("q4_0")
-    min_arena = {"estream": 2 * w, "naive": w, "layer-b2": 2 * w * model.moe.num_routed_experts}.get(kind, 0)
-    if kind == "resident":
-        min_arena = 0
-    arena_budget = _budget_check(run, base, min_arena, device.memory.usable_GiB)
+    arena_budget = _budget_check(run, base, plan_floor(kind, model).min_arena_B, device.memory.usable_GiB)
     policy, auto = run.policy, None
     given_q = getattr(policy, "queue_depth", None)
     if given_q is not None:   # before the search, which sizes its tables by Q
@@ -118,78 +138,139 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
         phase("choosing group size and banks")
         policy, auto = _autoconfigure(policy, model, device, counts, run.tokens, base, arena_budget,
                                       run.memory_budget_GiB, run.overrides)
-    phase("simulating")
     plan = plan_prefill(policy, model, device, counts, arena_budget)
     _arena_checks(plan, device, arena_budget, run)
-    sim = Sim(run.seed)
+    return _Planned(plan=plan, base=base, arena_budget_B=arena_budget, auto=auto)
+
+
+def _execute(sim: Sim, run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, planned: _Planned,
+             routing: np.ndarray) -> StreamMeasured | CPUMeasured:
+    """The SimPy processes of the plan's backend, run to the end."""
+    plan = planned.plan
     be = npu_backend(device) if plan.backend == "npu" else cpu_backend(device)
     ufs = ufs_params(device, into_arena=plan.io == "stream") if plan.io != "none" else None
     tail = lm_head_op(model, be)
     if plan.backend == "npu":
         non_ffn = [layer_non_ffn(model, run.tokens, layer, be) for layer in range(model.num_layers)]
-        stats, ufs_unit, unit, arena = run_stream_prefill(sim, model, plan, be, ufs, non_ffn, tail)
-        events = sim.run()
-        metrics = _stream_metrics(plan, stats, ufs_unit, unit, arena, model, counts, non_ffn, tail, ufs)
-        memory = MemoryBreakdown(base.weights_B, plan.arena_bytes, base.activations_B, base.kv_cache_B,
-                                 base.runtime_B)
+        return execute_stream_prefill(sim, model, plan, be, ufs, non_ffn, tail)
+    cache_B = None
+    if plan.io == "mmap":   # the page cache gets what the budget (or the device) leaves
+        cache_B = (planned.arena_budget_B if planned.arena_budget_B is not None
+                   else int(device.memory.usable_GiB * GiB) - planned.base.total_B)
+    readahead_B = int(device.runtime.readahead_KiB * KiB)
+    return execute_cpu_prefill(sim, model, plan, routing, be, ufs, readahead_B, cache_B, tail)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Timing:
+    """The backend-specific part of the metrics (docs/metrics.md)."""
+
+    ttft_s: float
+    bubble_share: float
+    bubble_share_total: float
+    io_bytes: int
+    io_amplification: float
+    utilization: dict[str, float]
+    bounds_s: dict[str, float]
+    wasted_reads: int | None = None
+    max_reads_in_flight: int | None = None
+    page_faults: int | None = None
+    refaults: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Energy:
+    energy_j: float
+    energy_j_interval: tuple[float, float]
+    j_per_token: float
+    tokens_per_j: float | None
+    mean_power_w: float
+    energy_breakdown_j: dict[str, float]
+
+
+def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray, planned: _Planned,
+             measured: StreamMeasured | CPUMeasured, provenance: PromptProvenance, wall: float) -> PrefillMetrics:
+    plan, base, auto = planned.plan, planned.base, planned.auto
+    if isinstance(measured, StreamMeasured):
+        timing = _stream_timing(plan, measured, model, counts, device)
+        arena_B = plan.arena_bytes
     else:
-        cache_B = None
-        if plan.io == "mmap":   # the page cache gets what the budget (or the device) leaves
-            cache_B = arena_budget if arena_budget is not None else int(device.memory.usable_GiB * GiB) - base.total_B
-        readahead_B = int(device.runtime.readahead_KiB * KiB)
-        cstats, unit = run_cpu_prefill(sim, model, plan, routing, be, ufs, readahead_B, cache_B, tail)
-        events = sim.run()
-        metrics = _cpu_metrics(plan, cstats, unit, model, counts)
-        memory = MemoryBreakdown(base.weights_B, cstats.cache_peak_B, base.activations_B, base.kv_cache_B,
-                                 base.runtime_B)
-    wall = time.perf_counter() - wall0
-    metrics.update(_common(run, plan, memory, trace_info, device, events, wall, auto))
-    metrics["tokens_per_s"] = run.tokens / metrics["ttft_s"] if metrics["ttft_s"] > 0 else 0.0
-    metrics.update(_intervals(metrics, device, run.tokens))
-    metrics["memory_interval_over_budget"] = interval_over_budget(metrics.get("peak_memory_gib_interval"),
-                                                                  run.memory_budget_GiB)
-    metrics.update(_energy(metrics, device, run.tokens, model, counts, plan))
-    return PrefillResult(metrics=PrefillMetrics.model_validate(metrics), spans=sim.recorder.frame())
+        timing = _cpu_timing(plan, measured, model, counts)
+        arena_B = measured.cache_peak_B
+    memory = MemoryBreakdown(base.weights_B, arena_B, base.activations_B, base.kv_cache_B, base.runtime_B)
+    peak_gib, runtime_gib = memory.total_B / GiB, memory.runtime_B / GiB
+    ttft_iv, mem_iv = _intervals(timing, peak_gib, runtime_gib, device)
+    energy = _energy(timing, ttft_iv, device, run.tokens, model, counts, plan)
+    t, n = timing.ttft_s, run.tokens
+    config = PrefillConfig(
+        **run_config("prefill", run, device.name, profile_hash(device)), trace=provenance, run=saved_run(run),
+        tokens=n, policy=plan.policy, group_size=plan.group_size, banks=plan.banks,
+        queue_depth=plan.queue_depth, prefetch=plan.gate, ubatch_tokens=plan.ubatch_tokens,
+        memory_budget_gib=run.memory_budget_GiB, autoconfigured=auto is not None,
+        predicted_ttft_s=None if auto is None else auto.ttft_ns / 1e9,
+        selection_ms=None if auto is None else auto.selection_ms)
+    return PrefillMetrics(
+        ttft_s=t, tokens_per_s=n / t if t > 0 else 0.0, peak_memory_gib=peak_gib,
+        ttft_s_interval=ttft_iv,
+        tokens_per_s_interval=None if ttft_iv is None else ((n / ttft_iv[1], n / ttft_iv[0]) if ttft_iv[0] > 0
+                                                            else (0.0, 0.0)),
+        peak_memory_gib_interval=mem_iv,
+        memory_interval_over_budget=interval_over_budget(mem_iv, run.memory_budget_GiB),
+        energy_j=None if energy is None else energy.energy_j,
+        energy_j_interval=None if energy is None else energy.energy_j_interval,
+        j_per_token=None if energy is None else energy.j_per_token,
+        tokens_per_j=None if energy is None else energy.tokens_per_j,
+        mean_power_w=None if energy is None else energy.mean_power_w,
+        energy_breakdown_j=None if energy is None else energy.energy_breakdown_j,
+        fits_device_memory=memory.total_B <= device.memory.usable_GiB * GiB,
+        memory_gib={"weights": memory.weights_B / GiB, "arena": memory.arena_B / GiB,
+                    "activations": memory.activations_B / GiB, "kv_cache": memory.kv_cache_B / GiB,
+                    "runtime": runtime_gib},
+        bubble_share=timing.bubble_share, bubble_share_total=timing.bubble_share_total, io_bytes=timing.io_bytes,
+        io_amplification=timing.io_amplification, utilization=timing.utilization, bounds_s=timing.bounds_s,
+        wasted_reads=timing.wasted_reads, max_reads_in_flight=timing.max_reads_in_flight,
+        page_faults=timing.page_faults, refaults=timing.refaults,
+        sim={"wall_s": wall, "events": measured.events}, config=config)
 
 
-def _intervals(metrics: dict[str, Any], device: MobileNPUProfile, tokens: int) -> dict[str, Any]:
-    """The 90% intervals of the headline numbers (moesim.cost.uncertainty), if the profile has them."""
+def _intervals(timing: _Timing, peak_gib: float, runtime_gib: float, device: MobileNPUProfile,
+               ) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """The 90% intervals of the time to first token and the peak memory (moesim.cost.uncertainty),
+    if the profile has them."""
     u = device.uncertainty
     if u is None:
-        return {}
-    t, util = metrics["ttft_s"], metrics["utilization"]
+        return None, None
+    t, util = timing.ttft_s, timing.utilization
     compute = util.get("npu", util.get("cpu", 0.0)) * t
-    lo, hi = time_interval_s(t, compute, util.get("ufs", 0.0) * t, u)
-    mem = memory_interval_gib(metrics["peak_memory_gib"], metrics["memory_gib"]["runtime"], u)
-    return {"ttft_s_interval": (lo, hi), "tokens_per_s_interval": (tokens / hi, tokens / lo) if lo > 0 else (0.0, 0.0),
-            "peak_memory_gib_interval": mem}
+    return time_interval_s(t, compute, util.get("ufs", 0.0) * t, u), memory_interval_gib(peak_gib, runtime_gib, u)
 
 
-def _energy(metrics: dict[str, Any], device: MobileNPUProfile, tokens: int, model: ModelSpec, counts: np.ndarray,
-            plan: StreamPlan) -> dict[str, Any]:
+def _energy(timing: _Timing, ttft_interval: tuple[float, float] | None, device: MobileNPUProfile, tokens: int,
+            model: ModelSpec, counts: np.ndarray, plan: StreamPlan) -> _Energy | None:
     """Joules of the run (moesim.cost.energy), if the profile has power figures: nominal, and the
     90% interval from the time interval and the power ranges (low with low, high with high)."""
-    if device.power is None:
-        return {}
-    t, util = metrics["ttft_s"], metrics["utilization"]
+    power = device.power
+    if power is None:
+        return None
+    t, util = timing.ttft_s, timing.utilization
     passes = -(-tokens // plan.ubatch_tokens) if plan.backend == "cpu" and plan.ubatch_tokens else 1
     weights_B = (model.resident_non_expert_bytes("q4_0") + int((counts > 0).sum()) * model.expert_bytes("q4_0"))
-    dram_B = (metrics["io_bytes"] + passes * weights_B
+    dram_B = (timing.io_bytes + passes * weights_B
               + activation_bytes_moved(tokens, model.num_layers, model.hidden_size, model.moe.top_k))
 
     def at(scale: float, end: str) -> dict[str, float]:
         run = RunActivity(t * scale, util.get("npu", 0.0) * t * scale, util.get("cpu", 0.0) * t * scale,
                           util.get("ufs", 0.0) * t * scale, dram_B, plan.backend == "npu")
-        return energy_breakdown_j(run, device.power.at(end))  # type: ignore[union-attr]
+        return energy_breakdown_j(run, power.at(end))
 
     parts = at(1.0, "nominal")
     energy = sum(parts.values())
-    lo_t, hi_t = metrics.get("ttft_s_interval") or (t, t)
+    lo_t, hi_t = ttft_interval or (t, t)
     low = sum(at(lo_t / t if t else 1.0, "low").values())
     high = sum(at(hi_t / t if t else 1.0, "high").values())
-    return {"energy_j": energy, "energy_j_interval": (min(low, energy), max(high, energy)),
-            "j_per_token": energy / tokens, "tokens_per_j": tokens / energy if energy > 0 else None,
-            "mean_power_w": energy / t if t > 0 else 0.0, "energy_breakdown_j": parts}
+    return _Energy(energy_j=energy, energy_j_interval=(min(low, energy), max(high, energy)),
+                   j_per_token=energy / tokens, tokens_per_j=tokens / energy if energy > 0 else None,
+                   mean_power_w=energy / t if t > 0 else 0.0, energy_breakdown_j=parts)
 
 
 def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
@@ -240,69 +321,42 @@ def _arena_field(run: PrefillRun, plan: StreamPlan) -> tuple[str, Any]:
     return "policy", plan.policy
 
 
-def _stream_metrics(plan: StreamPlan, stats: Any, ufs_unit: Any, unit: Any, arena: Any, model: ModelSpec,
-                    counts: np.ndarray, non_ffn: list[dict[str, OpCost]], tail: OpCost, ufs: Any) -> dict[str, Any]:
-    end = max(stats.end_ns, 1)
+def _stream_timing(plan: StreamPlan, m: StreamMeasured, model: ModelSpec, counts: np.ndarray,
+                   device: MobileNPUProfile) -> _Timing:
+    end = max(m.end_ns, 1)
     active_B = int((counts > 0).sum()) * model.expert_bytes("q4_0")
-    io_B = ufs_unit.bytes_read if ufs_unit is not None else 0
-    order = plan.load_order() if ufs_unit is not None else []
+    io_B = m.reads.bytes_read if m.reads is not None else 0
+    order = plan.load_order() if m.reads is not None else []
     needed = [g.n_bytes for g in order if g.active or not plan.skip_inactive]
     speculative = plan.gate in ("non-ffn", "eager") or not plan.skip_inactive
     possible = [g.n_bytes for g in order if g.active or speculative]
-    bounds = stream_bounds(needed, possible, unit.busy_ns, ufs)
-    util = {"npu": unit.busy_ns / end, "hmx": unit.mat_busy_ns / end, "hvx": unit.vec_busy_ns / end}
-    if ufs_unit is not None:
-        util["ufs"] = ufs_unit.busy_ns / end
-    return {
-        "ttft_s": stats.end_ns / 1e9,
-        "bubble_share": stats.bubble_ns / stats.expert_phase_ns if stats.expert_phase_ns else 0.0,
-        "bubble_share_total": stats.bubble_ns / end,
-        "io_bytes": io_B,
-        "io_amplification": io_B / active_B if active_B else 0.0,
-        "utilization": util,
-        "bounds_s": {"io_only": bounds.io_only_ns / 1e9, "compute_only": bounds.compute_only_ns / 1e9,
-                     "lower": bounds.lower_ns / 1e9, "serial": bounds.serial_ns / 1e9},
-        "wasted_reads": stats.wasted_reads,
-        "max_reads_in_flight": ufs_unit.max_in_flight if ufs_unit is not None else 0,
-    }
+    ufs = ufs_params(device, into_arena=True) if plan.io == "stream" else None
+    bounds = stream_bounds(needed, possible, m.busy_ns, ufs)
+    util = {"npu": m.busy_ns / end, "hmx": m.mat_busy_ns / end, "hvx": m.vec_busy_ns / end}
+    if m.reads is not None:
+        util["ufs"] = m.reads.busy_ns / end
+    return _Timing(
+        ttft_s=m.end_ns / 1e9,
+        bubble_share=m.bubble_ns / m.expert_phase_ns if m.expert_phase_ns else 0.0,
+        bubble_share_total=m.bubble_ns / end,
+        io_bytes=io_B, io_amplification=io_B / active_B if active_B else 0.0, utilization=util,
+        bounds_s={"io_only": bounds.io_only_ns / 1e9, "compute_only": bounds.compute_only_ns / 1e9,
+                  "lower": bounds.lower_ns / 1e9, "serial": bounds.serial_ns / 1e9},
+        wasted_reads=m.wasted_reads, max_reads_in_flight=m.reads.max_in_flight if m.reads is not None else 0)
 
 
-def _cpu_metrics(plan: StreamPlan, stats: Any, unit: Any, model: ModelSpec, counts: np.ndarray) -> dict[str, Any]:
-    end = max(stats.end_ns, 1)
+def _cpu_timing(plan: StreamPlan, m: CPUMeasured, model: ModelSpec, counts: np.ndarray) -> _Timing:
+    end = max(m.end_ns, 1)
     active_B = int((counts > 0).sum()) * model.expert_bytes("q4_0")
-    util = {"cpu": (unit.busy_ns) / end}
+    util = {"cpu": m.busy_ns / end}
     if plan.io == "mmap":
-        util["ufs"] = stats.io_busy_ns / end
-    compute = unit.busy_ns
-    return {
-        "ttft_s": stats.end_ns / 1e9,
-        "bubble_share": stats.fault_wait_ns / (stats.fault_wait_ns + compute) if compute else 0.0,
-        "bubble_share_total": stats.fault_wait_ns / end,
-        "io_bytes": stats.io_B,
-        "io_amplification": stats.io_B / active_B if active_B else 0.0,
-        "utilization": util,
-        "bounds_s": {"io_only": 0.0, "compute_only": compute / 1e9, "lower": compute / 1e9,
-                     "serial": (compute + stats.fault_wait_ns) / 1e9},
-        "page_faults": stats.faults,
-        "refaults": stats.refaults,
-    }
-
-
-def _common(run: PrefillRun, plan: StreamPlan, memory: MemoryBreakdown, trace_info: dict[str, Any],
-            device: MobileNPUProfile, events: int, wall: float, auto: Choice | None) -> dict[str, Any]:
-    config = PrefillConfig(
-        **run_config("prefill", run, device.name, profile_hash(device), trace_info),
-        tokens=run.tokens, policy=plan.policy, group_size=plan.group_size, banks=plan.banks,
-        queue_depth=plan.queue_depth, prefetch=plan.gate, ubatch_tokens=plan.ubatch_tokens,
-        memory_budget_gib=run.memory_budget_GiB, autoconfigured=auto is not None,
-        predicted_ttft_s=None if auto is None else auto.ttft_ns / 1e9,
-        selection_ms=None if auto is None else auto.selection_ms)
-    return {
-        "peak_memory_gib": memory.total_B / GiB,
-        "fits_device_memory": memory.total_B <= device.memory.usable_GiB * GiB,
-        "memory_gib": {"weights": memory.weights_B / GiB, "arena": memory.arena_B / GiB,
-                       "activations": memory.activations_B / GiB, "kv_cache": memory.kv_cache_B / GiB,
-                       "runtime": memory.runtime_B / GiB},
-        "config": config,
-        "sim": {"wall_s": wall, "events": events},
-    }
+        util["ufs"] = m.io_busy_ns / end
+    compute = m.busy_ns
+    return _Timing(
+        ttft_s=m.end_ns / 1e9,
+        bubble_share=m.fault_wait_ns / (m.fault_wait_ns + compute) if compute else 0.0,
+        bubble_share_total=m.fault_wait_ns / end,
+        io_bytes=m.io_B, io_amplification=m.io_B / active_B if active_B else 0.0, utilization=util,
+        bounds_s={"io_only": 0.0, "compute_only": compute / 1e9, "lower": compute / 1e9,
+                  "serial": (compute + m.fault_wait_ns) / 1e9},
+        page_faults=m.faults, refaults=m.refaults)

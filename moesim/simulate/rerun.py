@@ -8,7 +8,7 @@ else would silently produce a different run, so it is refused with a one-line er
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from moesim.config.loading import validate_data
 from moesim.config.profiles import profile_hash
@@ -19,9 +19,11 @@ from moesim.simulate import WORKLOADS
 __all__ = ["rerun", "differences"]
 
 
-def _config(saved: Any, source: str) -> dict[str, Any]:
+def _config(saved: object, source: str) -> tuple[dict[str, object], dict[str, object]]:
+    """The saved result's ``config`` and ``config.run``, checked for what a re-run reads."""
     config = saved.get("config") if isinstance(saved, dict) else None
-    if not isinstance(config, dict) or not isinstance(config.get("run"), dict):
+    run = config.get("run") if isinstance(config, dict) else None
+    if not isinstance(config, dict) or not isinstance(run, dict):
         raise InputError("config.run", "is required: save the result with --json (moesim prefill/specdecode)",
                          show_value=False, source=source)
     if config.get("workload") not in WORKLOADS:
@@ -30,32 +32,33 @@ def _config(saved: Any, source: str) -> dict[str, Any]:
                          source=source)
     if not isinstance(config.get("profile_hash"), str):
         raise InputError("config.profile_hash", "is required", show_value=False, source=source)
-    return config
+    return config, run
 
 
-def rerun(saved: dict[str, Any], source: str = "result") -> PrefillResult | SpecDecodeResult | DecodeResult:
+def rerun(saved: object, source: str = "result") -> PrefillResult | SpecDecodeResult | DecodeResult:
     """Simulate again the run that produced ``saved`` (the JSON of a ``--json`` result)."""
-    config = _config(saved, source)
-    workload = WORKLOADS[config["workload"]]
-    run = validate_data(workload.run_type, config["run"], source=source)
-    _check_profile(profile_hash(workload.profile(run.device, run.overrides)), config, source)
+    config, data = _config(saved, source)
+    workload = WORKLOADS[str(config["workload"])]
+    run = validate_data(workload.run_type, data, source=source)
+    _check_profile(profile_hash(workload.profile(run.device, run.overrides)), config, data.get("device"), source)
     result = workload.simulate(run)
     now = result.metrics.config.trace
-    if now != config.get("trace"):
+    saved_trace = config.get("trace")
+    if now.model_dump(mode="json") != saved_trace:
         raise InputError("config.trace", f"must be the routing this machine resolves for the run; it resolves "
-                         f"{now.get('source')} (synthetic: {now.get('synthetic')})",
-                         (config.get("trace") or {}).get("source"), source=source)
+                         f"{now.source} (synthetic: {now.synthetic})",
+                         saved_trace.get("source") if isinstance(saved_trace, dict) else None, source=source)
     return result
 
 
-def _check_profile(rebuilt: str, config: dict[str, Any], source: str) -> None:
+def _check_profile(rebuilt: str, config: dict[str, object], device: object, source: str) -> None:
     if rebuilt != config["profile_hash"]:
         raise InputError("config.profile_hash", f"must match the profile rebuilt from device "
-                         f"{config['run'].get('device')!r} and the result's overrides ({rebuilt}): the profile "
+                         f"{device!r} and the result's overrides ({rebuilt}): the profile "
                          "has changed since the result was saved", config["profile_hash"], source=source)
 
 
-def differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def differences(saved: Mapping[str, object], new: Mapping[str, object]) -> list[str]:
     """Dotted keys whose values differ, the host-clock fields aside."""
     a, b = flatten_metrics(saved), flatten_metrics(new)
     return sorted(k for k in a.keys() | b.keys() if k not in HOST_CLOCK_FIELDS and a.get(k) != b.get(k))

@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from moesim.config.base import Frozen
 from moesim.config.catalog import load_model
 from moesim.config.device import GPUServerProfile
 from moesim.config.profiles import gpu_profile, profile_hash
@@ -38,18 +38,27 @@ from moesim.cost.verify import (
 )
 from moesim.errors import InputError
 from moesim.policies.specdecode.bits import pack_sets
-from moesim.policies.specdecode.build import build_predictor
+from moesim.policies.specdecode.build import PredictorBuilt, build_predictor
 from moesim.policies.specdecode.predict import PredictFn
 from moesim.policies.specdecode.temperature import draft_at_temperature
 from moesim.policies.specdecode.tree import tree_shape
 from moesim.progress import phase
-from moesim.results import SpecDecodeConfig, SpecDecodeMetrics, SpecDecodeResult, run_config
+from moesim.results import (
+    PredictorChoice,
+    PredictorUse,
+    SpecDecodeConfig,
+    SpecDecodeMetrics,
+    SpecDecodeResult,
+    run_config,
+    saved_run,
+)
+from moesim.traces.provenance import ReplayProvenance
 from moesim.traces.sources import SYNTHETIC_TOKENS, decode_runs, resolve_trace
 from moesim.traces.trace import RoutingTrace
 from moesim.units import GiB
 from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, ReplayStats, replay
 
-__all__ = ["SpecDecodeResult", "simulate_specdecode", "gamma_sweep", "resolve_trace",
+__all__ = ["SpecDecodeResult", "simulate_specdecode", "gamma_sweep", "GammaRow", "resolve_trace",
            "draft_at_temperature", "PUBLISHED_DRAFT_S", "DEFAULT_PRED_S", "SYNTHETIC_TOKENS", "Replayed", "replay_run",
            "decode_runs", "resolve_predictor"]
 
@@ -61,19 +70,22 @@ DEFAULT_PRED_S = 0.004
 
 
 def resolve_predictor(run: SpecDecodeRun, trace: RoutingTrace,
-                      ) -> tuple[OraclePredictor | AccuracyPredictor | LearnedPredictor, dict[str, Any]]:
+                      ) -> tuple[OraclePredictor | AccuracyPredictor | LearnedPredictor, PredictorChoice]:
     """The run's predictor, or the realistic default for its trace (``default_predictor``), and
-    its description: ``{"kind", ..., "default": bool, "source": str}``."""
+    the record of that choice."""
     if run.predictor is not None:
-        return run.predictor, {**run.predictor.model_dump(mode="json"), "default": False, "source": "given"}
-    pred, source = default_predictor(run.model, not trace.meta.synthetic)
-    return pred, {**pred.model_dump(mode="json"), "default": True, "source": source}
+        pred, default, source = run.predictor, False, "given"
+    else:
+        pred, source = default_predictor(run.model, not trace.meta.synthetic)
+        default = True
+    return pred, PredictorChoice(kind=pred.kind, fraction=getattr(pred, "fraction", None),
+                                 folds=getattr(pred, "folds", None), default=default, source=source)
 
 
 def _predictor(run: SpecDecodeRun, pred: OraclePredictor | AccuracyPredictor | LearnedPredictor,
                experts: npt.NDArray[np.int16], bounds: tuple[tuple[int, int], ...],
                token_ids: npt.NDArray[np.int32] | None, n_exp: int,
-               rng: np.random.Generator) -> tuple[PredictFn, dict[str, Any]]:
+               rng: np.random.Generator) -> tuple[PredictFn, PredictorBuilt]:
     if isinstance(pred, LearnedPredictor):
         return build_predictor("learned", experts, bounds, token_ids, n_exp, run.tree.depth + 1, rng,
                                folds=pred.folds)
@@ -108,13 +120,14 @@ def _pred_s(run: SpecDecodeRun) -> tuple[float, str]:
     return DEFAULT_PRED_S, "paper: about 4 ms per step (BRIEF.md section 2)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Replayed:
     """The replay of a run, before any cost is applied (calibration reuses it)."""
 
     stats: ReplayStats
-    predictor: dict[str, Any]
-    trace: dict[str, Any]
+    choice: PredictorChoice      # the predictor resolved for the run
+    predictor: PredictorUse      # ... and what the replay built of it
+    trace: ReplayProvenance
 
 
 def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replayed:
@@ -127,27 +140,31 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replaye
     # two independent streams: the replay's draws do not depend on which predictor is used
     replay_seed, predictor_seed = np.random.SeedSequence(run.seed).spawn(2)
     predict: PredictFn | None = None
-    pred, described = resolve_predictor(run, trace)
-    pred_info: dict[str, Any] = {"kind": pred.kind, "used": False}
+    pred, choice = resolve_predictor(run, trace)
+    use = PredictorUse(kind=pred.kind, used=False, default=choice.default, source=choice.source)
     if run.selector != "confidence" and run.gamma > 1:
-        predict, pred_info = _predictor(run, pred, experts, bounds, token_ids, n_exp,
-                                        np.random.default_rng(predictor_seed))
-        pred_info["used"] = True
-    pred_info.update(default=described["default"], source=described["source"], resolved=described)
+        predict, built = _predictor(run, pred, experts, bounds, token_ids, n_exp,
+                                    np.random.default_rng(predictor_seed))
+        use = PredictorUse(kind=built.kind, used=True, default=choice.default, source=choice.source,
+                           fraction=built.fraction, folds=built.folds, uses_token_ids=built.uses_token_ids,
+                           heldout_accuracy_by_lag=None if built.heldout_accuracy_by_lag is None
+                           else list(built.heldout_accuracy_by_lag))
     phase("replaying the draft trees")
     inputs = ReplayInputs(pack_sets(experts, n_exp), predict, bounds, model.num_moe_layers, model.moe.top_k)
     policy = ReplayPolicy(run.selector, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width),
                           draft_at_temperature(run.draft, model.name, run.temperature)[0], run.routing, run.passes,
                           run.batch_size)
-    info = {"source": trace.meta.source, "synthetic": bool(trace.meta.synthetic), "decode_tokens": int(len(keep)),
-            "requests": len(bounds)}
-    return Replayed(replay(inputs, policy, np.random.default_rng(replay_seed)), pred_info, info)
+    provenance = ReplayProvenance(source=trace.meta.source, synthetic=bool(trace.meta.synthetic),
+                                  decode_tokens=int(len(keep)), requests=len(bounds))
+    return Replayed(stats=replay(inputs, policy, np.random.default_rng(replay_seed)), choice=choice, predictor=use,
+                    trace=provenance)
 
 
 def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *,
                         profile: GPUServerProfile | None = None) -> SpecDecodeResult:
     """Simulate speculative decoding of ``run.model`` on ``run.device`` (or ``profile``), one
-    request or ``run.batch_size`` together."""
+    request or ``run.batch_size`` together: resolve and replay (no device), then price every
+    verification step on the device."""
     wall0 = time.perf_counter()
     model = load_model(run.model)
     device = gpu_profile(profile if profile is not None else run.device, run.overrides)
@@ -156,20 +173,54 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
         raise InputError("model", f"must fit the {capacity / GiB:.0f} GiB of HBM of {device.name}", model.name)
     params = verify_params(device, model)
     rep = replay_run(run, trace)
-    metrics, steps = _metrics(run, device, params, rep.stats, rep.predictor)
+    priced = _price(run, device, params, rep.stats)
     wall = time.perf_counter() - wall0
-    resolved = run.model_dump(mode="json", include={"selector", "gamma", "epsilon", "passes", "tree", "draft",
-                                                    "drafter", "routing", "predictor", "t_draft_ms", "t_pred_ms",
-                                                    "requests"})
-    resolved["predictor"] = rep.predictor.pop("resolved")   # the predictor as resolved (the default named)
-    metrics["config"] = SpecDecodeConfig(
-        **run_config("specdecode", run, device.name, profile_hash(device), rep.trace), **resolved)
-    metrics["sim"] = {"wall_s": wall, "steps_per_wall_s": metrics["steps"] / wall if wall > 0 else 0.0}
-    return SpecDecodeResult(SpecDecodeMetrics.model_validate(metrics), steps)
+    config = SpecDecodeConfig(
+        **run_config("specdecode", run, device.name, profile_hash(device)), trace=rep.trace, run=saved_run(run),
+        selector=run.selector, gamma=run.gamma, epsilon=run.epsilon, passes=run.passes, tree=run.tree,
+        draft=run.draft, drafter=run.drafter, requests=run.requests, routing=run.routing, predictor=rep.choice,
+        t_draft_ms=run.t_draft_ms, t_pred_ms=run.t_pred_ms)
+    scale, t_src = draft_at_temperature(run.draft, run.model, run.temperature)
+    metrics = SpecDecodeMetrics(
+        batch_size=run.batch_size, temperature=run.temperature, acceptance_scale=scale.acceptance_scale,
+        mean_active_experts=priced.mean_active_experts, acceptance_length=priced.acceptance_length,
+        hbm_bytes_per_step=priced.hbm_bytes_per_step, t_draft_s=priced.t_draft_s, t_pred_s=priced.t_pred_s,
+        t_verify_s=priced.t_verify_s, t_step_s=priced.t_step_s, tokens_per_s=priced.tokens_per_s,
+        speedup_vs_ar=priced.speedup_vs_ar, rho=priced.rho, steps=priced.steps,
+        predictor_accuracy=priced.predictor_accuracy, per_layer_active_experts=priced.per_layer_active_experts,
+        t_verify_runtime_s=priced.t_verify_runtime_s, mean_verified_tokens=priced.mean_verified_tokens,
+        ar=priced.ar, predictor=rep.predictor,
+        sources={"t_draft_s": priced.draft_source, "t_pred_s": priced.pred_source, "temperature": t_src},
+        sim={"wall_s": wall, "steps_per_wall_s": priced.steps / wall if wall > 0 else 0.0}, config=config)
+    return SpecDecodeResult(metrics, priced.frame)
 
 
-def _metrics(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams, stats: ReplayStats,
-             pred_info: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+@dataclass(frozen=True, kw_only=True)
+class _Priced:
+    """Every verification step priced on the device (docs/specdecode.md defines each number)."""
+
+    mean_active_experts: float
+    acceptance_length: float
+    hbm_bytes_per_step: float
+    t_draft_s: float
+    t_pred_s: float
+    t_verify_s: float
+    t_step_s: float
+    tokens_per_s: float
+    speedup_vs_ar: float
+    rho: float
+    steps: int
+    predictor_accuracy: float | None
+    per_layer_active_experts: list[float]
+    t_verify_runtime_s: float
+    mean_verified_tokens: float
+    ar: dict[str, float]
+    draft_source: str
+    pred_source: str
+    frame: pd.DataFrame
+
+
+def _price(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams, stats: ReplayStats) -> _Priced:
     total = stats.active.sum(axis=1).astype(np.float64)
     t_verify = np.asarray(forward_time(params, total, stats.verified), dtype=np.float64)
     hbm = np.asarray(forward_bytes(params, total), dtype=np.float64)
@@ -187,43 +238,53 @@ def _metrics(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams,
         ar_active = float(stats.ar_active.mean())
     else:
         ar_tps, t_ar_step, ar_active = 1.0 / t_ar, t_ar, float(params.top_k)
-    accuracy = stats.predicted_hits / stats.predicted_slots if stats.predicted_slots else None
-    scale, t_src = draft_at_temperature(run.draft, run.model, run.temperature)
-    metrics: dict[str, Any] = {
-        "batch_size": run.batch_size,
-        "temperature": run.temperature,
-        "acceptance_scale": scale.acceptance_scale,
-        "mean_active_experts": float(stats.active.mean()),
-        "acceptance_length": float(tokens.sum() / lanes.sum()),
-        "hbm_bytes_per_step": float(hbm.mean()),
-        "t_draft_s": t_draft, "t_pred_s": t_pred, "t_verify_s": float(t_verify.mean()),
-        "t_step_s": float(t_step.mean()), "tokens_per_s": tps, "speedup_vs_ar": tps / ar_tps,
-        "rho": t_ar_step / float(t_verify.mean()),
-        "steps": int(len(tokens)), "predictor_accuracy": accuracy,
-        "per_layer_active_experts": stats.active.mean(axis=0).round(6).tolist(),
-        "t_verify_runtime_s": float(np.mean(runtime_time(params, total))),
-        "mean_verified_tokens": float(stats.verified.mean()),
-        "ar": {"t_token_s": t_ar, "tokens_per_s": ar_tps, "t_step_s": t_ar_step, "mean_active_experts": ar_active,
-               "hbm_bytes_per_token": float(forward_bytes(params, float(params.n_moe_layers * params.top_k)))},
-        "predictor": pred_info, "sources": {"t_draft_s": draft_src, "t_pred_s": pred_src, "temperature": t_src},
-    }
-    steps = pd.DataFrame({"step": np.arange(len(tokens)), "accepted": stats.accepted, "verified": stats.verified,
+    frame = pd.DataFrame({"step": np.arange(len(tokens)), "accepted": stats.accepted, "verified": stats.verified,
                           "active_experts": total.astype(np.int64), "hbm_bytes": hbm, "t_verify_s": t_verify})
-    return metrics, steps
+    return _Priced(
+        mean_active_experts=float(stats.active.mean()), acceptance_length=float(tokens.sum() / lanes.sum()),
+        hbm_bytes_per_step=float(hbm.mean()), t_draft_s=t_draft, t_pred_s=t_pred,
+        t_verify_s=float(t_verify.mean()), t_step_s=float(t_step.mean()), tokens_per_s=tps,
+        speedup_vs_ar=tps / ar_tps, rho=t_ar_step / float(t_verify.mean()), steps=int(len(tokens)),
+        predictor_accuracy=stats.predicted_hits / stats.predicted_slots if stats.predicted_slots else None,
+        per_layer_active_experts=stats.active.mean(axis=0).round(6).tolist(),
+        t_verify_runtime_s=float(np.mean(runtime_time(params, total))),
+        mean_verified_tokens=float(stats.verified.mean()),
+        ar={"t_token_s": t_ar, "tokens_per_s": ar_tps, "t_step_s": t_ar_step, "mean_active_experts": ar_active,
+            "hbm_bytes_per_token": float(forward_bytes(params, float(params.n_moe_layers * params.top_k)))},
+        draft_source=draft_src, pred_source=pred_src, frame=frame)
+
+
+class GammaRow(Frozen):
+    """One run of a gamma sweep: its selector and gamma, its headline metrics, the predictor the
+    rule used (None: none) and the predictor the run resolved."""
+
+    selector: str
+    gamma: int
+    mean_active_experts: float
+    acceptance_length: float
+    hbm_bytes_per_step: float
+    t_verify_s: float
+    t_step_s: float
+    tokens_per_s: float
+    speedup_vs_ar: float
+    steps: int
+    predictor_accuracy: float | None
+    predictor: str | None
+    predictor_config: PredictorChoice
 
 
 def gamma_sweep(run: SpecDecodeRun, gammas: Sequence[int], selectors: Sequence[str],
-                trace: RoutingTrace | None = None, *, profile: GPUServerProfile | None = None) -> list[dict[str, Any]]:
-    """One flat row per (selector, gamma): the headline metrics of each run."""
+                trace: RoutingTrace | None = None, *, profile: GPUServerProfile | None = None) -> list[GammaRow]:
+    """One row per (selector, gamma): the headline metrics of each run."""
     rows = []
     for sel in selectors:
         for g in gammas:
             one = SpecDecodeRun.model_validate({**run.model_dump(), "selector": sel, "gamma": g})
-            r = simulate_specdecode(one, trace, profile=profile)
-            m = r.to_dict()
-            rows.append({"selector": sel, "gamma": g, **{k: m[k] for k in (
-                "mean_active_experts", "acceptance_length", "hbm_bytes_per_step", "t_verify_s", "t_step_s",
-                "tokens_per_s", "speedup_vs_ar", "steps", "predictor_accuracy")},
-                         "predictor": m["predictor"]["kind"] if m["predictor"]["used"] else None,
-                         "predictor_config": m["config"]["predictor"]})
+            m = simulate_specdecode(one, trace, profile=profile).metrics
+            rows.append(GammaRow(
+                selector=sel, gamma=g, mean_active_experts=m.mean_active_experts,
+                acceptance_length=m.acceptance_length, hbm_bytes_per_step=m.hbm_bytes_per_step,
+                t_verify_s=m.t_verify_s, t_step_s=m.t_step_s, tokens_per_s=m.tokens_per_s,
+                speedup_vs_ar=m.speedup_vs_ar, steps=m.steps, predictor_accuracy=m.predictor_accuracy,
+                predictor=m.predictor.kind if m.predictor.used else None, predictor_config=m.config.predictor))
     return rows

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from moesim.config.model import ModelSpec
 from moesim.errors import InputError
+from moesim.traces.provenance import PromptProvenance
 from moesim.traces.trace import DECODE, RoutingTrace
 
 __all__ = ["REAL_SOURCES", "default_trace", "routing_trace", "prompt_routing", "synthetic_catalog_models",
@@ -103,16 +104,15 @@ def routing_trace(model: ModelSpec, *, trace: RoutingTrace | None = None, path: 
     return trace
 
 
-def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: Any = None, path: str | None = None,
-                   seed: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
+def prompt_routing(model: ModelSpec, n_tokens: int, *, trace: RoutingTrace | None = None, path: str | None = None,
+                   seed: int = 0) -> tuple[np.ndarray, PromptProvenance]:
     """Routing of an ``n_tokens`` prompt and the record of where it came from."""
     from moesim.traces import assemble_prompt
 
     resolved = routing_trace(model, trace=trace, path=path, seed=seed, synthetic_tokens=n_tokens, bundled=True)
     prompt = assemble_prompt(resolved, n_tokens, allow_repeat=True)
-    info = {"source": prompt.meta.source, "synthetic": bool(prompt.meta.synthetic), "tokens": n_tokens,
-            "assembly": prompt.meta.assembly.model_dump(mode="json") if prompt.meta.assembly else None}
-    return prompt.experts, info
+    return prompt.experts, PromptProvenance(source=prompt.meta.source, synthetic=bool(prompt.meta.synthetic),
+                                            tokens=n_tokens, assembly=prompt.meta.assembly)
 
 
 #: tokens of the synthetic trace a decode workload (GPU speculation, phone decode) replays for a

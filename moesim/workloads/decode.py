@@ -32,7 +32,7 @@ from moesim.policies.decode.placement import ReadLayout
 from moesim.policies.decode.steps import StepPlan
 from moesim.units import ns
 
-__all__ = ["DecodeStats", "Reads", "run_decode"]
+__all__ = ["DecodeStats", "DecodeMeasured", "Reads", "run_decode", "execute_decode"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,31 @@ class DecodeStats:
     ufs_B_at_start: int = 0     # the UFS unit's counters when measuring began
     ufs_busy_at_start: int = 0
     compute_busy_at_start: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeMeasured:
+    """What a decode run measured when the simulation ended; ``*_window`` fields count from the
+    first step after the warm-up (``measured_from``), the step lists hold measured steps only."""
+
+    step_ns: list[int]
+    emitted: list[int]           # tokens each step produced
+    verified: list[int]          # tokens each step verified
+    active: list[int]            # (layer, expert) pairs each step touched
+    accesses: list[list[int]]    # every set the cache was asked for, warm-up included
+    warmup_accesses: int         # ... of which the warm-up's
+    hits: int
+    misses: int
+    late_hits: int
+    prefetched: int
+    prefetch_used: int
+    bubble_ns: int
+    io_B_window: int
+    io_busy_ns_window: int
+    compute_busy_ns_window: int
+    end_ns: int
+    measured_from: int
+    events: int
 
 
 class _Loader:
@@ -226,3 +251,20 @@ def run_decode(sim: Sim, model: ModelSpec, be: Backend, backend: str, cache: Exp
     loader = _Loader(sim, reads, stats)
     sim.env.process(_decode(sim, model, be, unit, cache, loader, next_step, context, warmup_tokens, stats))
     return stats, unit, loader.ufs
+
+
+def execute_decode(sim: Sim, model: ModelSpec, be: Backend, backend: str, cache: ExpertCache, reads: Reads,
+                   next_step: Callable[[ExpertCache], StepPlan | None], context: int,
+                   warmup_tokens: int = 0) -> DecodeMeasured:
+    """Run the decode to its end and return what it measured (the spans stay in ``sim.recorder``)."""
+    stats, unit, ufs = run_decode(sim, model, be, backend, cache, reads, next_step, context, warmup_tokens)
+    events = sim.run()
+    return DecodeMeasured(
+        step_ns=stats.step_ns, emitted=stats.emitted, verified=stats.verified, active=stats.active,
+        accesses=stats.accesses, warmup_accesses=stats.warmup_accesses, hits=stats.hits, misses=stats.misses,
+        late_hits=stats.late_hits, prefetched=stats.prefetched, prefetch_used=stats.prefetch_used,
+        bubble_ns=stats.bubble_ns,
+        io_B_window=stats.io_B if ufs is None else ufs.bytes_read - stats.ufs_B_at_start,
+        io_busy_ns_window=stats.io_busy_ns if ufs is None else ufs.busy_ns - stats.ufs_busy_at_start,
+        compute_busy_ns_window=unit.busy_ns - stats.compute_busy_at_start,
+        end_ns=stats.end_ns, measured_from=stats.measured_from, events=events)

@@ -24,7 +24,7 @@ from moesim.engine import Sim
 from moesim.hw import UFS, BankPool, BankState, ComputeUnit
 from moesim.policies.prefill.plan import Group, StreamPlan
 
-__all__ = ["PipelineStats", "run_stream_prefill"]
+__all__ = ["PipelineStats", "StreamMeasured", "ReadsMeasured", "run_stream_prefill", "execute_stream_prefill"]
 
 Key = tuple[int, int]
 
@@ -38,6 +38,31 @@ class PipelineStats:
     expert_phase_ns: int = 0
     wasted_reads: int = 0
     layer_bubble_ns: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadsMeasured:
+    """What the flash reads did: bytes read, the time at least one read was in flight, the
+    most reads in flight at once."""
+
+    bytes_read: int
+    busy_ns: int
+    max_in_flight: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamMeasured:
+    """What an NPU prefill measured, when the simulation ended (times in ns)."""
+
+    end_ns: int
+    bubble_ns: int               # the compute unit waiting for a bank during the expert phases
+    expert_phase_ns: int         # time in the layers' expert phases
+    wasted_reads: int            # groups read before the routing was known, then found inactive
+    busy_ns: int                 # the compute unit, its matrix part (HMX) and vector part (HVX)
+    mat_busy_ns: int
+    vec_busy_ns: int
+    reads: ReadsMeasured | None  # None: nothing streamed (resident)
+    events: int
 
 
 class _Events:
@@ -148,3 +173,15 @@ def run_stream_prefill(sim: Sim, model: ModelSpec, plan: StreamPlan, be: Backend
     if arena is not None and ufs is not None:
         sim.env.process(_loader(sim, plan, ev, ufs, arena, stats))
     return stats, ufs, npu, arena
+
+
+def execute_stream_prefill(sim: Sim, model: ModelSpec, plan: StreamPlan, be: Backend, ufs_p: UFSParams | None,
+                           non_ffn: list[dict[str, OpCost]], tail: OpCost) -> StreamMeasured:
+    """Run the plan to its end and return what it measured (the spans stay in ``sim.recorder``)."""
+    stats, ufs, npu, _ = run_stream_prefill(sim, model, plan, be, ufs_p, non_ffn, tail)
+    events = sim.run()
+    reads = None if ufs is None else ReadsMeasured(bytes_read=ufs.bytes_read, busy_ns=ufs.busy_ns,
+                                                   max_in_flight=ufs.max_in_flight)
+    return StreamMeasured(end_ns=stats.end_ns, bubble_ns=stats.bubble_ns, expert_phase_ns=stats.expert_phase_ns,
+                          wasted_reads=stats.wasted_reads, busy_ns=npu.busy_ns, mat_busy_ns=npu.mat_busy_ns,
+                          vec_busy_ns=npu.vec_busy_ns, reads=reads, events=events)

@@ -24,7 +24,7 @@ from moesim.engine import Sim
 from moesim.hw import ComputeUnit, page_fault
 from moesim.policies.prefill.plan import StreamPlan
 
-__all__ = ["CPUStats", "run_cpu_prefill"]
+__all__ = ["CPUStats", "CPUMeasured", "run_cpu_prefill", "execute_cpu_prefill"]
 
 
 @dataclass
@@ -36,6 +36,21 @@ class CPUStats:
     io_busy_ns: int = 0
     fault_wait_ns: int = 0
     cache_peak_B: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class CPUMeasured:
+    """What a CPU prefill measured, when the simulation ended (times in ns)."""
+
+    end_ns: int
+    busy_ns: int          # the cores computing
+    faults: int           # experts faulted in from flash (mmap)
+    refaults: int         # ... that had been resident before and were reclaimed
+    io_B: int
+    io_busy_ns: int
+    fault_wait_ns: int    # the cores waiting for a fault's read
+    cache_peak_B: int     # the page cache's largest size
+    events: int
 
 
 class _PageCache:
@@ -99,3 +114,13 @@ def run_cpu_prefill(sim: Sim, model: ModelSpec, plan: StreamPlan, experts: np.nd
     cpu = ComputeUnit(sim, "cpu", "cpu_mat", "cpu_vec")
     sim.env.process(_run(sim, model, plan, experts, be, ufs, readahead_B, _PageCache(cache_B), cpu, tail, stats))
     return stats, cpu
+
+
+def execute_cpu_prefill(sim: Sim, model: ModelSpec, plan: StreamPlan, experts: np.ndarray, be: Backend,
+                        ufs: UFSParams | None, readahead_B: int, cache_B: int | None, tail: OpCost) -> CPUMeasured:
+    """Run the plan to its end and return what it measured (the spans stay in ``sim.recorder``)."""
+    stats, cpu = run_cpu_prefill(sim, model, plan, experts, be, ufs, readahead_B, cache_B, tail)
+    events = sim.run()
+    return CPUMeasured(end_ns=stats.end_ns, busy_ns=cpu.busy_ns, faults=stats.faults, refaults=stats.refaults,
+                       io_B=stats.io_B, io_busy_ns=stats.io_busy_ns, fault_wait_ns=stats.fault_wait_ns,
+                       cache_peak_B=stats.cache_peak_B, events=events)

@@ -27,8 +27,8 @@ from moesim.cost.params import check_queue_depth
 from moesim.errors import InputError
 from moesim.units import MiB
 
-__all__ = ["Group", "StreamPlan", "Gate", "make_groups", "plan_prefill", "default_group_size",
-           "DEFAULT_BANKS", "MIN_GROUP_READ_B"]
+__all__ = ["Group", "StreamPlan", "Gate", "PlanFloor", "plan_floor", "make_groups", "plan_prefill",
+           "default_group_size", "DEFAULT_BANKS", "MIN_GROUP_READ_B"]
 
 #: When a plan's reads may start: a prefetch point, or ``eager`` (as soon as a bank is free;
 #: the baselines that have no prefetch point).
@@ -79,6 +79,30 @@ class StreamPlan:
     def load_order(self) -> list[Group]:
         """Static order: layer by layer, groups by index (expert id order)."""
         return [g for layer in self.layers for g in layer]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanFloor:
+    """What a policy holds before any plan is sized: the weights it keeps resident in DRAM, and
+    the smallest arena it can run in (a budget check and the search need both before the plan)."""
+
+    resident_weights_B: int
+    min_arena_B: int
+
+
+def plan_floor(kind: str, model: ModelSpec) -> PlanFloor:
+    """The floor of policy ``kind`` (Q4_0 weights; w is one expert, E a layer's experts):
+
+    - resident and cpu keep every weight resident (no arena);
+    - the streaming policies and mmap keep the non-expert weights; the smallest arena is two
+      one-expert banks for estream (one read overlaps one compute), one expert for naive, and
+      two whole layers (2 w E) for layer-b2; mmap's page cache gets what is left (no arena).
+    """
+    w, e = model.expert_bytes("q4_0"), model.moe.num_routed_experts
+    every = kind in ("resident", "cpu")
+    weights = model.total_weight_bytes("q4_0") if every else model.resident_non_expert_bytes("q4_0")
+    return PlanFloor(resident_weights_B=weights, min_arena_B={"estream": 2 * w, "naive": w, "layer-b2": 2 * w * e}
+                     .get(kind, 0))
 
 
 def make_groups(model: ModelSpec, counts: np.ndarray, group_size: int) -> tuple[tuple[Group, ...], ...]:

@@ -7,6 +7,7 @@ status 2. Internal invariants use ``assert``; they are bugs, not input errors.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 __all__ = ["MoesimError", "InputError", "NotFittedError", "ToolMissingError", "format_value"]
@@ -78,3 +79,20 @@ class ToolMissingError(MoesimError):
     """A tool a measurement needs (a compiler, make, the Hexagon toolchain, the emulator) is
     not installed here, or the sources it builds are absent: the measurement cannot run on
     this machine, which ``moesim validate`` reports as a skip with this message."""
+
+
+_DEPRECATIONS_SHOWN: set[str] = set()
+
+
+def deprecations_shown() -> set[str]:
+    """The deprecations said so far (the CLI clears it for each command it runs)."""
+    return _DEPRECATIONS_SHOWN
+
+
+def deprecated(old: str, new: str) -> None:
+    """Say once per process, on one stderr line, that ``old`` (a CLI option, a field or a value a
+    saved file may still use) still works for this release and that ``new`` replaces it."""
+    if old in _DEPRECATIONS_SHOWN:
+        return
+    _DEPRECATIONS_SHOWN.add(old)
+    sys.stderr.write(f"moesim: {old} is deprecated; use {new} (the old spelling is removed in the next release)\n")

@@ -116,7 +116,7 @@ class PrefillConfig(RunConfig):
     queue_depth: int | None
     prefetch: str | None
     ubatch_tokens: int | None
-    memory_budget_gib: float | None
+    memory_budget_GiB: float | None
     autoconfigured: bool
     predicted_ttft_s: float | None = None
     selection_ms: float | None = None
@@ -149,11 +149,11 @@ class DecodeConfig(RunConfig):
     tokens: int
     context: int
     cache_policy: str
-    cache_gib: float
+    cache_GiB: float
     cache_slots: int
     pinned_slots: int
     prefetch: str
-    spec: str
+    selector: str
     gamma: int
     backend: str
     queue_depth: int
@@ -188,10 +188,10 @@ class PrefillMetrics(Frozen):
 
     ttft_s: float
     tokens_per_s: float
-    peak_memory_gib: float
+    peak_memory_GiB: float
     ttft_s_interval: tuple[float, float] | None = None        # 90%; None: the profile states no uncertainty
     tokens_per_s_interval: tuple[float, float] | None = None
-    peak_memory_gib_interval: tuple[float, float] | None = None
+    peak_memory_GiB_interval: tuple[float, float] | None = None
     memory_interval_over_budget: bool | None = None   # the interval's upper end > the budget (None: no budget)
     energy_j: float | None = None                 # None: the profile has no [power] figures
     energy_j_interval: tuple[float, float] | None = None
@@ -200,7 +200,7 @@ class PrefillMetrics(Frozen):
     mean_power_w: float | None = None
     energy_breakdown_j: dict[str, float] | None = None
     fits_device_memory: bool
-    memory_gib: dict[str, float]
+    memory_GiB: dict[str, float]
     bubble_share: float
     bubble_share_total: float
     io_bytes: int
@@ -251,11 +251,11 @@ class DecodeMetrics(Frozen):
     cache_hit_rate: float
     belady_hit_rate: float                  # Belady's optimal policy on the same accesses, same slots
     ufs_bytes_per_token: float
-    peak_memory_gib: float
-    peak_memory_gib_interval: tuple[float, float] | None = None   # 90%, from the runtime overhead's range
+    peak_memory_GiB: float
+    peak_memory_GiB_interval: tuple[float, float] | None = None   # 90%, from the runtime overhead's range
     fits_device_memory: bool
-    memory_gib: dict[str, float]
-    bubble_share: float                     # share of the time the compute unit waited for expert reads
+    memory_GiB: dict[str, float]
+    bubble_share_total: float               # waiting for expert reads / the whole measured time (as prefill's)
     mean_active_experts: float              # (layer, expert) pairs a step touches
     acceptance_length: float | None         # tokens a speculative step produces (None: plain decoding)
     mean_verified_tokens: float

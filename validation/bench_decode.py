@@ -21,8 +21,8 @@ from moesim.simulate.decode import simulate_decode
 
 SETTINGS = {
     "plain (lru)": {},
-    "speculative confidence": {"spec": "confidence"},
-    "speculative cache-aware": {"spec": "cache-aware"},
+    "speculative confidence": {"selector": "confidence"},
+    "speculative cache-aware": {"selector": "cache-aware"},
     "prefetch next-layer": {"prefetch": "next-layer"},
 }
 

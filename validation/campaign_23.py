@@ -269,7 +269,7 @@ def fixtures() -> dict[str, str]:
          .replace('model = ["flame-moe-290m"]', 'model = ["flame-moe-290m", "olmoe-1b-7b", "granite-3.0-3b-a800m"]'))
     spec = ('[fixed]\nworkload = "specdecode"\ndevice = "h200x8-hf"\nmodel = "gpt-oss-120b"\npasses = 1\n'
             '[axes]\ngamma = [2, 4]\n')
-    grid("spec", spec)
+    grid("selector", spec)
     grid("spec_acc7", spec + 'predictor = ["accuracy:7"]\n')
     grid("spec_routing", spec + 'draft_routing = ["teleport"]\n')
     grid("spec_phone", spec.replace('device = "h200x8-hf"', 'device = "sd8-elite-gen5"'))
@@ -309,7 +309,7 @@ def build(f: dict[str, str]) -> None:
     ok("docs", "autoconfig", "--memory-budget-gib", "0.7", "--verify", timeout=120)
     ok("docs", "specdecode", "--model", "gpt-oss-120b", "--selector", "ecospec")
     ok("docs", "decode", "--model", "mixtral-8x7b")
-    ok("docs", "decode", "--model", "mixtral-8x7b", "--spec", "cache-aware")
+    ok("docs", "decode", "--model", "mixtral-8x7b", "--selector", "cache-aware")
     ok("docs", "decode", "--model", "mixtral-8x7b", "--autoconfig", note="README form, no budget")
     ok("docs", "compare", "--policies", "estream,cpu", note="issue 23 item 9")
     ok("docs", "rerun", f["r"])
@@ -525,8 +525,8 @@ def build(f: dict[str, str]) -> None:
                       ("--memory-budget-gib", ("0", "-1", "nan"))):
         for v in vals:
             bad("decode", opt, *D, opt, v)
-    bad("decode", "--gamma", *D, "--gamma", "6", note="--gamma without --spec")
-    bad("decode", "--depth", *D, "--depth", "5", note="--depth without --spec")
+    bad("decode", "--gamma", *D, "--gamma", "6", note="--gamma without --selector")
+    bad("decode", "--depth", *D, "--depth", "5", note="--depth without --selector")
     bad("decode", "--cache-gib", *D, "--cache-policy", "none", "--cache-gib", "2")
     bad("decode", "--pinned-share", *D, "--cache-policy", "lru", "--pinned-share", "0.9")
     bad("decode", "--pinned-by", *D, "--cache-policy", "lfu", "--pinned-by", "frequency")

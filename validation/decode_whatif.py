@@ -40,8 +40,8 @@ def _run(tokens: int, **kw: Any) -> dict[str, Any]:
     return {**kw, "overrides": str(kw.get("overrides", "")), "tokens_per_s": m["tokens_per_s"],
             "cache_hit_rate": m["cache_hit_rate"], "belady_hit_rate": m["belady_hit_rate"],
             "ufs_mib_per_token": m["ufs_bytes_per_token"] / 2**20, "acceptance_length": m["acceptance_length"],
-            "mean_active_experts": m["mean_active_experts"], "bubble_share": m["bubble_share"],
-            "peak_memory_gib": m["peak_memory_gib"], "cache_gib_used": m["config"]["cache_gib"],
+            "mean_active_experts": m["mean_active_experts"], "bubble_share_total": m["bubble_share_total"],
+            "peak_memory_GiB": m["peak_memory_GiB"], "cache_GiB_used": m["config"]["cache_GiB"],
             "synthetic_routing": m["trace"]["synthetic"]}
 
 
@@ -57,11 +57,11 @@ def grid(tokens: int) -> list[dict[str, Any]]:
         for gib in _cache_sizes(model):
             points += [{"model": model, "cache_GiB": gib, "cache_policy": p} for p in POLICIES]
             points += [{"model": model, "cache_GiB": gib, "cache_policy": "lru", "prefetch": "next-layer"}]
-            points += [{"model": model, "cache_GiB": gib, "cache_policy": "lru", "spec": s} for s in SPECS[1:]]
+            points += [{"model": model, "cache_GiB": gib, "cache_policy": "lru", "selector": s} for s in SPECS[1:]]
         mid = _cache_sizes(model)[2]
         for bw in UFS_GBPS:
             for s in ("none", "cache-aware"):
-                points.append({"model": model, "cache_GiB": mid, "cache_policy": "lru", "spec": s,
+                points.append({"model": model, "cache_GiB": mid, "cache_policy": "lru", "selector": s,
                                "overrides": {"ufs.peak_read_bw_GBps": bw}})
     return [_run(tokens, **p) for p in track(points, "decode what-if")]
 
@@ -69,7 +69,7 @@ def grid(tokens: int) -> list[dict[str, Any]]:
 def _plot(df: pd.DataFrame, path: Path) -> None:
     plt = pyplot("decode_whatif.py", str(path))
     fig, axes = plt.subplots(2, len(MODELS), figsize=(4 * len(MODELS), 7))
-    plain = df[(df["overrides"] == "") & (df["spec"].fillna("none") == "none")
+    plain = df[(df["overrides"] == "") & (df["selector"].fillna("none") == "none")
                & (df["prefetch"].fillna("none") == "none")]
     for i, model in enumerate(MODELS):
         ax = axes[0][i]
@@ -81,7 +81,7 @@ def _plot(df: pd.DataFrame, path: Path) -> None:
         ax = axes[1][i]
         ufs = df[(df["model"] == model) & (df["overrides"] != "")]
         for s in ("none", "cache-aware"):
-            rows = ufs[ufs["spec"] == s]
+            rows = ufs[ufs["selector"] == s]
             bw = [float(o.split(": ")[1].rstrip("}")) for o in rows["overrides"]]
             ax.plot(bw, rows["tokens_per_s"], marker="o", label=f"spec {s}")
         ax.set(xlabel="UFS peak read GB/s", ylabel="tokens/s")
@@ -93,8 +93,8 @@ def _plot(df: pd.DataFrame, path: Path) -> None:
 def _table(df: pd.DataFrame, model: str) -> str:
     rows = df[(df["model"] == model) & (df["overrides"] == "")].copy()
     rows["setting"] = rows.apply(lambda r: r["cache_policy"] + ("" if pd.isna(r.get("prefetch")) else
-                                                                 " +prefetch") + ("" if pd.isna(r.get("spec")) else
-                                                                                  f" spec {r['spec']}"), axis=1)
+                                                                 " +prefetch") + ("" if pd.isna(r.get("selector")) else
+                                                                                  f" spec {r['selector']}"), axis=1)
     rows = rows.drop_duplicates(subset=["setting", "cache_GiB"])
     pivot = rows.pivot_table(index="setting", columns="cache_GiB", values="tokens_per_s", sort=False)
     hit = rows[rows["setting"] == "lru"].set_index("cache_GiB")

@@ -34,7 +34,7 @@ MODELS = ["olmoe-1b-7b", "deepseek-v2-lite", "lfm2.5-8b-a1b", "qwen3-30b-a3b", "
 TOKENS = [256, 512, 1024, 2048, 4096]
 POLICIES = [EStreamPolicy(), ResidentPolicy(), NaivePolicy(), LayerB2Policy(), CPUPolicy(), MmapPolicy()]
 COLUMNS = ["model", "tokens", "policy", "group_size", "banks", "ttft_s", "ttft_s_low", "ttft_s_high", "tokens_per_s",
-           "tokens_per_s_low", "tokens_per_s_high", "peak_memory_gib", "peak_memory_gib_low", "peak_memory_gib_high",
+           "tokens_per_s_low", "tokens_per_s_high", "peak_memory_GiB", "peak_memory_GiB_low", "peak_memory_GiB_high",
            "bubble_share", "util_compute", "util_ufs", "bound", "io_amplification", "energy_j", "energy_j_low",
            "energy_j_high", "tokens_per_j", "routing", "synthetic", "note"]
 HERE = Path(__file__).resolve().parent
@@ -58,7 +58,7 @@ def _row(model: str, tokens: int, policy: object) -> dict[str, object]:
            "io_amplification": round(m["io_amplification"], 3), "routing": tr["source"],
            "synthetic": tr["synthetic"], "note": note}
     row["tokens_per_j"] = round(m["tokens_per_j"], 2)
-    for key, digits in (("ttft_s", 4), ("tokens_per_s", 1), ("peak_memory_gib", 3), ("energy_j", 3)):
+    for key, digits in (("ttft_s", 4), ("tokens_per_s", 1), ("peak_memory_GiB", 3), ("energy_j", 3)):
         row[key] = round(m[key], digits)
         row[f"{key}_low"], row[f"{key}_high"] = (round(x, digits) for x in m[f"{key}_interval"])
     return row
@@ -105,7 +105,7 @@ def main() -> int:
         lines.append(f"| {r['model']} | {r['tokens']} | {r['policy']} | {r['group_size']} | {r['banks']} | "
                      f"{r['ttft_s']:.3f} [{r['ttft_s_low']:.3f}, {r['ttft_s_high']:.3f}] | "
                      f"{r['tokens_per_s']:.0f} [{r['tokens_per_s_low']:.0f}, {r['tokens_per_s_high']:.0f}] | "
-                     f"{r['peak_memory_gib']:.2f} [{r['peak_memory_gib_low']:.2f}, {r['peak_memory_gib_high']:.2f}] | "
+                     f"{r['peak_memory_GiB']:.2f} [{r['peak_memory_GiB_low']:.2f}, {r['peak_memory_GiB_high']:.2f}] | "
                      f"{r['energy_j']:.2f} [{r['energy_j_low']:.2f}, {r['energy_j_high']:.2f}] | "
                      f"{r['tokens_per_j']:.0f} | "
                      f"{r['bubble_share']:.3f} | {r['bound']} | {src} |")

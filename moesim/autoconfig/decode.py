@@ -54,8 +54,9 @@ def candidates(policies: tuple[str, ...] = ("lru",)) -> list[dict[str, Any]]:
         for prefetch in ("none", "next-layer"):
             if prefetch != "none" and policy in ("none", "resident"):
                 continue
-            out.append({"cache_policy": policy, "prefetch": prefetch, "spec": "none", "gamma": 4})
-            out += [{"cache_policy": policy, "prefetch": prefetch, "spec": "cache-aware", "gamma": g} for g in GAMMAS]
+            out.append({"cache_policy": policy, "prefetch": prefetch, "selector": "none", "gamma": 4})
+            out += [{"cache_policy": policy, "prefetch": prefetch, "selector": "cache-aware", "gamma": g}
+                    for g in GAMMAS]
     return out
 
 
@@ -69,7 +70,7 @@ def policies_for(base: DecodeRun, budget_gib: float, given: str | None = None) -
     ``resident`` where all experts and the plain run's other memory fit ``budget_gib``."""
     if given is not None:
         return (given,)
-    plain = DecodeRun.model_validate({**base.model_dump(), "spec": "none", "prefetch": "none",
+    plain = DecodeRun.model_validate({**base.model_dump(), "selector": "none", "prefetch": "none",
                                       "cache_policy": "lru", "cache_GiB": None})
     model, device = load_model(base.model), phone_profile(base.device, base.overrides)
     rest = sum(decode_memory(model, device, plain).values()) / GiB
@@ -82,10 +83,10 @@ def cache_left_gib(run: DecodeRun, budget_gib: float) -> float:
     model, device = load_model(run.model), phone_profile(run.device, run.overrides, "decode")
     rest = sum(decode_memory(model, device, run).values()) / GiB
     left = budget_gib - rest
-    need = expert_bytes(run, model) * model.moe.top_k * (run.gamma if run.spec != "none" else 1) / GiB
+    need = expert_bytes(run, model) * model.moe.top_k * (run.gamma if run.selector != "none" else 1) / GiB
     if left < need:
         raise InputError("memory_budget_GiB", f"must be >= {rest + need:.3f} GiB for {run.model} with "
-                         f"{run.spec} speculation (weights, KV cache, activations and runtime {rest:.3f} GiB + one "
+                         f"{run.selector} speculation (weights, KV cache, activations and runtime {rest:.3f} GiB + one "
                          f"layer's experts {need:.3f} GiB)", budget_gib)
     return left
 
@@ -143,5 +144,5 @@ def exhaustive(base: DecodeRun, budget_gib: float, policies: tuple[str, ...] = (
         for f in CACHE_FRACTIONS if s["cache_policy"] != "resident" else (1.0,):
             run = _with(base, s, budget_gib, f)
             m = simulate_decode(run).metrics
-            rows.append({**s, "cache_GiB": m.config.cache_gib, "tokens_per_s": m.tokens_per_s})
+            rows.append({**s, "cache_GiB": m.config.cache_GiB, "tokens_per_s": m.tokens_per_s})
     return rows

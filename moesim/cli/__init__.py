@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import click
 
 from moesim._version import __version__
-from moesim.errors import InputError, MoesimError
+from moesim.errors import InputError, MoesimError, deprecations_shown
 
 __all__ = ["cli", "main", "COMMANDS"]
 
@@ -98,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status instead of calling ``sys.exit``."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
+    deprecations_shown().clear()   # each command says once what it used that is deprecated
     try:
         status = cli.main(args=args, prog_name="moesim", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -54,12 +54,12 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
     out: dict[str, Any] = {
         "config": {"group_size": cfg.group_size, "banks": cfg.banks, "queue_depth": cfg.queue_depth,
                    "prefetch": prefetch},
-        "predicted_ttft_s": choice.ttft_ns / 1e9, "peak_memory_gib": peak,
-        "peak_memory_gib_interval": peak_iv, "memory_interval_over_budget": over, "selection_ms": choice.selection_ms,
+        "predicted_ttft_s": choice.ttft_ns / 1e9, "peak_memory_GiB": peak,
+        "peak_memory_GiB_interval": peak_iv, "memory_interval_over_budget": over, "selection_ms": choice.selection_ms,
         "profile_ms": case.profile.build_ms, "profile_from_store": case.from_store, "evaluated": choice.evaluated,
         "runner_up": [{"group_size": g, "banks": c.banks, "queue_depth": c.queue_depth, "predicted_ttft_s": t / 1e9}
                       for g, (c, t) in sorted(choice.per_group_size.items(), key=lambda kv: (kv[1][1], kv[0]))],
-        "model": case.model.name, "device": case.device.name, "tokens": tokens, "memory_budget_gib": memory_budget_gib,
+        "model": case.model.name, "device": case.device.name, "tokens": tokens, "memory_budget_GiB": memory_budget_gib,
         "trace": {"source": case.provenance.source, "synthetic": case.provenance.synthetic},
     }
     if verify:
@@ -84,7 +84,7 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
     click.echo(f"{case.model.name} on {case.device.name}, {tokens} tokens, budget {memory_budget_gib} GiB, "
                f"prefetch {prefetch}")
     rows = [("group_size", cfg.group_size), ("banks", cfg.banks), ("queue_depth", cfg.queue_depth),
-            ("predicted_ttft_s", f"{choice.ttft_ns / 1e9:.4f}"), ("peak_memory_gib", f"{peak:.3f}"),
+            ("predicted_ttft_s", f"{choice.ttft_ns / 1e9:.4f}"), ("peak_memory_GiB", f"{peak:.3f}"),
             ("selection_ms", f"{choice.selection_ms:.2f}"), ("profile_ms", f"{case.profile.build_ms:.1f}")]
     if verify:
         rows += [("exhaustive_best", f"G={ex.best.group_size} B={ex.best.banks} Q={ex.best.queue_depth}"),

@@ -82,7 +82,7 @@ def compare(model: str, device: str, tokens: str, policies: str | None, baseline
         lo, hi = r["ttft_s_interval"] or (r["ttft_s"], r["ttft_s"])
         cfg = r["config"]
         table.append((r["tokens"], r["policy"], f"{r['ttft_s']:.3f} [{lo:.3f}, {hi:.3f}]", f"{r['tokens_per_s']:.0f}",
-                      f"{r['peak_memory_gib']:.2f}", f"{r['bubble_share']:.3f}",
+                      f"{r['peak_memory_GiB']:.2f}", f"{r['bubble_share']:.3f}",
                       "-" if r["energy_j"] is None else f"{r['energy_j']:.2f}",
                       "-" if r["speedup"] is None else f"{r['speedup']:.2f}x",
                       "-" if r["memory_ratio"] is None else f"{r['memory_ratio']:.2f}x",

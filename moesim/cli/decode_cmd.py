@@ -17,7 +17,7 @@ from moesim.config.decode import (
 from moesim.config.loading import validate_data
 from moesim.config.specdecode import parse_routing
 from moesim.cost.uncertainty import budget_warning, interval_over_budget
-from moesim.errors import InputError
+from moesim.errors import InputError, deprecated
 from moesim.files import write_json_atomic
 from moesim.progress import activity
 from moesim.results import DecodeMetrics
@@ -28,7 +28,7 @@ __all__ = ["decode", "show_decode", "decode_run_data", "check_ignored_options"]
 #: options that only speculation reads
 _SPEC_ONLY = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature")
 #: options that --autoconfig chooses itself
-_CHOSEN = ("cache_GiB", "prefetch", "spec", "gamma")
+_CHOSEN = ("cache_GiB", "prefetch", "selector", "gamma")
 
 
 def _flag(name: str) -> str:
@@ -39,7 +39,7 @@ def check_ignored_options(given: set[str], values: dict[str, Any]) -> None:
     """Refuse an option the combination would ignore (``given``: the options the user set).
 
     >>> try:
-    ...     check_ignored_options({"gamma"}, {"gamma": 4, "spec": "none", "autoconfig": False})
+    ...     check_ignored_options({"gamma"}, {"gamma": 4, "selector": "none", "autoconfig": False})
     ... except InputError as err:
     ...     print(err.field, err.value)
     --gamma 4
@@ -57,12 +57,13 @@ def check_ignored_options(given: set[str], values: dict[str, Any]) -> None:
             raise InputError(_flag(name), "must be an integer in 1..8 (draft-tree " +
                              ("steps)" if name == "depth" else "tokens kept per step)"), v.get(name))
     for name in _SPEC_ONLY:
-        if name in given and v.get("spec") == "none":
-            raise InputError(_flag(name), "applies to speculative decoding only (it needs --spec confidence, "
+        if name in given and v.get("selector") == "none":
+            raise InputError(_flag(name), "applies to speculative decoding only (it needs --selector confidence, "
                              "ecospec or cache-aware)", v.get(name))
-    if "predictor" in given and v.get("prefetch") == "none" and v.get("spec") not in ("ecospec", "cache-aware"):
-        raise InputError("--predictor", f"is read only by --prefetch next-layer and by --spec ecospec or cache-aware "
-                         f"(here prefetch {v.get('prefetch')}, spec {v.get('spec')})", v.get("predictor"))
+    if "predictor" in given and v.get("prefetch") == "none" and v.get("selector") not in ("ecospec", "cache-aware"):
+        raise InputError("--predictor", "is read only by --prefetch next-layer and by --selector ecospec or "
+                         f"cache-aware (here prefetch {v.get('prefetch')}, selector {v.get('selector')})",
+                         v.get("predictor"))
     for name in ("pinned_by", "pinned_share"):
         if name in given and v.get("cache_policy") != "pinned":
             raise InputError(_flag(name), f"applies to --cache-policy pinned only (here {v.get('cache_policy')})",
@@ -125,8 +126,9 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
               help="Experts stored together and read whole on a miss (the others join the cache).")
 @click.option("--read-grouping", type=_choice("read_grouping"), default=_default("read_grouping"), show_default=True,
               help="Read groups from the experts' co-activation graph, or by expert id.")
-@click.option("--spec", type=_choice("spec"), default=_default("spec"), show_default=True,
+@click.option("--selector", type=_choice("selector"), default=_default("selector"), show_default=True,
               help="Speculative decoding: the draft selection rule (cache-aware: EcoSpec with the cache's costs).")
+@click.option("--spec", "old_spec", type=_choice("selector"), hidden=True, help="Deprecated: --selector.")
 @click.option("--gamma", type=int, default=_default("gamma"), show_default=True,
               help="Tokens verified per step, root included.")
 @click.option("--depth", type=int, help="Draft steps (tree depth) [default: 3].")
@@ -135,7 +137,7 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
 @click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance).")
 @click.option("--temperature", type=float, default=_default("temperature"), show_default=True,
               help="Sampling temperature of speculative decoding: 0 (greedy) or 1.")
-@click.option("--predictor", metavar="KIND", help="oracle, trace or accuracy:P [default: trace].")
+@click.option("--predictor", metavar="KIND", help="oracle, learned or accuracy:P [default: learned].")
 @click.option("--backend", type=_choice("backend"), default=_default("backend"), show_default=True,
               help="Compute unit: the CPU cores (llama.cpp-like) or the HTP (HVX one-token products; its decode rate "
               "and per-layer overhead solved from two measured dense decodes, not the prefill fit; Q4_0 experts "
@@ -161,7 +163,7 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float | None, cache_policy: str,
            pinned_by: str, pinned_share: float, prefetch: str, expert_format: str, read_group_size: int,
-           read_grouping: str, spec: str, gamma: int, depth: int | None,
+           read_grouping: str, selector: str, old_spec: str | None, gamma: int, depth: int | None,
            width: int | None, draft_routing: str | None, draft_mu: float | None, temperature: float,
            predictor: str | None,
            backend: str, queue_depth: int | None, warmup_tokens: int, trace_path: str | None, seed: int,
@@ -169,19 +171,23 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
            check: bool, quiet: bool, as_json: bool) -> None:
     """Simulate decode on a phone: an expert cache in DRAM, misses read from UFS, optional speculation."""
     source = click.get_current_context().get_parameter_source
+    given_old = set()
+    if old_spec is not None:   # the option's old name, kept for one release
+        deprecated("--spec", "--selector")
+        selector, given_old = old_spec, {"selector"}
     params = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature", "predictor", "pinned_by",
-              "pinned_share", "read_grouping", "cache_GiB", "prefetch", "spec")
-    check_ignored_options({p for p in params if source(p) not in (ParameterSource.DEFAULT, None)},
+              "pinned_share", "read_grouping", "cache_GiB", "prefetch", "selector")
+    check_ignored_options({p for p in params if source(p) not in (ParameterSource.DEFAULT, None)} | given_old,
                           {"gamma": gamma, "depth": depth, "width": width, "draft_routing": draft_routing,
                            "draft_mu": draft_mu, "temperature": temperature, "predictor": predictor,
                            "pinned_by": pinned_by, "pinned_share": pinned_share, "read_grouping": read_grouping,
                            "read_group_size": read_group_size, "cache_GiB": cache_GiB, "prefetch": prefetch,
-                           "spec": spec, "cache_policy": cache_policy, "autoconfig": autoconfig})
+                           "selector": selector, "cache_policy": cache_policy, "autoconfig": autoconfig})
     run = validate_data(DecodeRun, decode_run_data(
         model=model, device=device, tokens=tokens, context=context, cache_GiB=cache_GiB, cache_policy=cache_policy,
         pinned_by=pinned_by, pinned_share=pinned_share, prefetch=prefetch, expert_format=expert_format,
         read_group_size=read_group_size,
-        read_grouping=read_grouping, spec=spec, gamma=gamma, depth=depth,
+        read_grouping=read_grouping, selector=selector, gamma=gamma, depth=depth,
         width=width, draft_routing=draft_routing, draft_mu=draft_mu, temperature=temperature, predictor=predictor,
         backend=backend,
         queue_depth=queue_depth, warmup_tokens=warmup_tokens, trace=trace_path, seed=seed, overrides=overrides))
@@ -228,26 +234,26 @@ def _autoconfig(run: DecodeRun, budget: float | None, autoconfig: bool, check: b
                    "regret": 1.0 - result.metrics.tokens_per_s / best["tokens_per_s"]}
     if said:      # printed once the choice is made: an error would be the only line
         click.echo(said, err=True)
-    iv = result.metrics.peak_memory_gib_interval
+    iv = result.metrics.peak_memory_GiB_interval
     over = interval_over_budget(iv, budget)
     if over and iv is not None:     # the choice stands (its point estimate fits): one warning (docs/decode.md)
         click.echo("warning: " + budget_warning(iv, budget), err=True)
     if as_json:
         emit_json({"choice": {"cache_policy": choice.run.cache_policy, "prefetch": choice.run.prefetch,
-                              "spec": choice.run.spec, "gamma": choice.run.gamma,
-                              "cache_gib": result.metrics.config.cache_gib, "simulations": choice.simulations},
-                   "memory_budget_gib": budget, "policies_searched": list(policies),
+                              "selector": choice.run.selector, "gamma": choice.run.gamma,
+                              "cache_GiB": result.metrics.config.cache_GiB, "simulations": choice.simulations},
+                   "memory_budget_GiB": budget, "policies_searched": list(policies),
                    "memory_interval_over_budget": over,
                    "candidates": list(choice.table), "check": checked,
                    "result": result.metrics.model_dump(mode="json")})
         return
-    emit_table(["cache", "prefetch", "spec", "gamma", "screened tok/s", "full tok/s"],
-               [(r["cache_policy"], r["prefetch"], r["spec"], r["gamma"] if r["spec"] != "none" else "-",
+    emit_table(["cache", "prefetch", "selector", "gamma", "screened tok/s", "full tok/s"],
+               [(r["cache_policy"], r["prefetch"], r["selector"], r["gamma"] if r["selector"] != "none" else "-",
                  f"{r['screened_tokens_per_s']:.3f}", "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:.3f}")
                 for r in choice.table])
-    chosen = {"cache_policy": choice.run.cache_policy, "prefetch": choice.run.prefetch, "spec": choice.run.spec,
+    chosen = {"cache_policy": choice.run.cache_policy, "prefetch": choice.run.prefetch, "selector": choice.run.selector,
               "gamma": choice.run.gamma}
-    click.echo(f"chosen under {budget:g} GiB: {_setting(chosen)}, cache {result.metrics.config.cache_gib:.2f} GiB "
+    click.echo(f"chosen under {budget:g} GiB: {_setting(chosen)}, cache {result.metrics.config.cache_GiB:.2f} GiB "
                f"({choice.simulations} simulations, cache policies {', '.join(policies)})")
     if checked is not None:
         b = checked["best"]
@@ -258,9 +264,9 @@ def _autoconfig(run: DecodeRun, budget: float | None, autoconfig: bool, check: b
 
 
 def _setting(s: dict[str, Any]) -> str:
-    """``lfu cache, prefetch none, spec cache-aware (gamma 3)``: gamma only where there is speculation."""
-    return (f"{s['cache_policy']} cache, prefetch {s['prefetch']}, spec {s['spec']}"
-            + (f" (gamma {s['gamma']})" if s["spec"] != "none" else ""))
+    """``lfu cache, prefetch none, selector cache-aware (gamma 3)``: gamma only where there is speculation."""
+    return (f"{s['cache_policy']} cache, prefetch {s['prefetch']}, selector {s['selector']}"
+            + (f" (gamma {s['gamma']})" if s["selector"] != "none" else ""))
 
 
 def show_decode(metrics: DecodeMetrics, as_json: bool) -> None:
@@ -272,13 +278,13 @@ def show_decode(metrics: DecodeMetrics, as_json: bool) -> None:
         emit_json(m)
         return
     cfg = m["config"]
-    spec = "no speculation" if cfg["spec"] == "none" else f"speculation {cfg['spec']} (gamma {cfg['gamma']})"
+    spec = "no speculation" if cfg["selector"] == "none" else f"speculation {cfg['selector']} (gamma {cfg['gamma']})"
     pred = cfg["predictor"]
-    uses = cfg["prefetch"] != "none" or cfg["spec"] in ("ecospec", "cache-aware")
+    uses = cfg["prefetch"] != "none" or cfg["selector"] in ("ecospec", "cache-aware")
     named = (f", predictor {pred['kind']}" + (f" {pred['fraction']:g}" if pred.get("fraction") is not None else "")
              if uses else "")
     click.echo(f"{cfg['model']} on {cfg['device']} ({cfg['backend']}): {cfg['tokens']} tokens after "
-               f"{cfg['context']}, cache {cfg['cache_policy']} {cfg['cache_gib']:.2f} GiB ({cfg['cache_slots']} "
+               f"{cfg['context']}, cache {cfg['cache_policy']} {cfg['cache_GiB']:.2f} GiB ({cfg['cache_slots']} "
                f"experts), prefetch {cfg['prefetch']}, {spec}{named}")
     if cfg["overrides"]:
         click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
@@ -291,10 +297,10 @@ def show_decode(metrics: DecodeMetrics, as_json: bool) -> None:
                                                     f"{ms['p99']:.1f}"),
             ("cache_hit_rate (Belady bound)", f"{m['cache_hit_rate']:.3f} ({m['belady_hit_rate']:.3f})"),
             ("ufs_bytes_per_token", f"{m['ufs_bytes_per_token'] / 2**20:,.1f} MiB"),
-            ("bubble_share", f"{m['bubble_share']:.3f}"),
+            ("bubble_share_total", f"{m['bubble_share_total']:.3f}"),
             ("mean_active_experts", f"{m['mean_active_experts']:.1f}"),
             ("acceptance_length", "-" if m["acceptance_length"] is None else f"{m['acceptance_length']:.3f}"),
-            ("peak_memory_gib", f"{m['peak_memory_gib']:.2f}" + ("" if m["fits_device_memory"] else
+            ("peak_memory_GiB", f"{m['peak_memory_GiB']:.2f}" + ("" if m["fits_device_memory"] else
                                                                   " (more than the device has)"))]
     if cfg["prefetch"] != "none":
         rows.append(("prefetched / used", f"{m['cache']['prefetched']:,} / {m['cache']['prefetch_used']:,}"))

@@ -83,7 +83,7 @@ def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
     """Print a prefill result as ``moesim prefill`` does: a table, or its JSON."""
     m = metrics.model_dump(mode="json")
     if m["memory_interval_over_budget"]:     # the budget check's decision (docs/metrics.md): warn, not refuse
-        click.echo("warning: " + budget_warning(m["peak_memory_gib_interval"], m["config"]["memory_budget_gib"]),
+        click.echo("warning: " + budget_warning(m["peak_memory_GiB_interval"], m["config"]["memory_budget_GiB"]),
                    err=True)
     if as_json:
         emit_json(m)
@@ -103,7 +103,7 @@ def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
 
     rows = [("ttft_s", f"{m['ttft_s']:.4f}", band("ttft_s", ".3f")),
             ("tokens_per_s", f"{m['tokens_per_s']:.1f}", band("tokens_per_s", ".1f")),
-            ("peak_memory_gib", f"{m['peak_memory_gib']:.3f}", band("peak_memory_gib", ".3f")),
+            ("peak_memory_GiB", f"{m['peak_memory_GiB']:.3f}", band("peak_memory_GiB", ".3f")),
             ("bubble_share", f"{m['bubble_share']:.4f}", ""),
             ("bubble_share_total", f"{m['bubble_share_total']:.4f}", ""), ("io_bytes", f"{m['io_bytes']:,}", ""),
             ("io_amplification", f"{m['io_amplification']:.3f}", "")]
@@ -113,5 +113,5 @@ def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
                  ("j_per_token", f"{m['j_per_token']:.5f}", ""), ("mean_power_w", f"{m['mean_power_w']:.2f}", "")]
     emit_table(["metric", "value", "90% interval"], rows)
     if not m["fits_device_memory"]:
-        click.echo(f"warning: peak memory {m['peak_memory_gib']:.2f} GiB exceeds the usable memory of "
+        click.echo(f"warning: peak memory {m['peak_memory_GiB']:.2f} GiB exceeds the usable memory of "
                    f"{cfg['device']}: this run would not complete on the device", err=True)

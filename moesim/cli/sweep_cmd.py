@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["sweep", "plot", "summary_rows"]
 
-_SHOWN = ("ttft_s", "peak_memory_gib", "tokens_per_s")
+_SHOWN = ("ttft_s", "peak_memory_GiB", "tokens_per_s")
 _MAX_TABLE_ROWS = 40
 _NAME_MAX = 255
 #: a grid of more points runs only with --yes or a --max-points at least its size
@@ -164,7 +164,7 @@ def _where(items: tuple[str, ...]) -> dict[str, str]:
 @click.argument("results", metavar="RESULTS.parquet", type=click.Path(dir_okay=False))
 @click.option("--kind", type=click.Choice(["line", "tradeoff"]), default="line", show_default=True,
               help="tradeoff: TTFT against peak memory (the defaults of --x and --y).")
-@click.option("--x", "x", help="Column on the x axis (line: required; tradeoff: peak_memory_gib).")
+@click.option("--x", "x", help="Column on the x axis (line: required; tradeoff: peak_memory_GiB).")
 @click.option("--y", "y", help="Column on the y axis (default ttft_s).")
 @click.option("--hue", help="One line (or colour) per value of this column.")
 @click.option("--where", multiple=True, metavar="COLUMN=VALUE", help="Keep only these rows (repeatable).")
@@ -186,7 +186,7 @@ def plot(results: str, kind: str, x: str | None, y: str | None, hue: str | None,
                          results) from None
     frame = select_rows(frame, _where(where)) if where else frame
     if kind == "tradeoff":
-        x, y = ("peak_memory_gib" if x is None else x), ("ttft_s" if y is None else y)
+        x, y = ("peak_memory_GiB" if x is None else x), ("ttft_s" if y is None else y)
     elif x is None:
         raise InputError("--x", "is required for a line plot", show_value=False)
     path = plot_results(frame, out, x=x, y="ttft_s" if y is None else y, hue=hue,

@@ -20,9 +20,9 @@ from moesim.config.specdecode import (
     Temperature,
     check_temperature,
 )
-from moesim.errors import InputError
+from moesim.errors import InputError, deprecated
 
-__all__ = ["CachePolicy", "CACHE_POLICY_NAMES", "DecodeSpec", "DECODE_SPEC_NAMES", "DecodePrefetch",
+__all__ = ["CachePolicy", "CACHE_POLICY_NAMES", "DecodeSelector", "DECODE_SELECTOR_NAMES", "DecodePrefetch",
            "DECODE_PREFETCH_NAMES", "DecodePredictor", "DecodeRun", "DEFAULT_DECODE_MODEL", "parse_decode_predictor"]
 
 DEFAULT_DECODE_MODEL = "mixtral-8x7b"
@@ -35,8 +35,8 @@ CachePolicy = Literal["none", "lru", "lfu", "pinned", "resident", "mmap"]
 CACHE_POLICY_NAMES: tuple[str, ...] = get_args(CachePolicy)
 #: ``cache-aware``: EcoSpec's greedy rule with a cost that knows the cache (a cached expert
 #: costs its compute, a missing one its UFS read as well).
-DecodeSpec = Literal["none", "confidence", "ecospec", "cache-aware"]
-DECODE_SPEC_NAMES: tuple[str, ...] = get_args(DecodeSpec)
+DecodeSelector = Literal["none", "confidence", "ecospec", "cache-aware"]
+DECODE_SELECTOR_NAMES: tuple[str, ...] = get_args(DecodeSelector)
 DecodePrefetch = Literal["none", "next-layer"]
 DECODE_PREFETCH_NAMES: tuple[str, ...] = get_args(DecodePrefetch)
 
@@ -46,12 +46,20 @@ class DecodePredictor(Frozen):
     prefetch (the next layer's experts) and by the cost-aware selection rules (a draft's).
 
     ``oracle``: exact; ``accuracy``: each true expert kept with probability ``fraction``, the
-    others drawn by popularity; ``trace``: learned from the trace outside the decoded window
+    others drawn by popularity; ``learned``: learned from the trace outside the decoded window
     (the next layer's experts from this layer's: :class:`moesim.policies.predictors.LayerAheadPredictor`;
     a draft's from the last verified token's: the ``learned`` predictor of ``specdecode``)."""
 
-    kind: Literal["oracle", "accuracy", "trace"] = "trace"
+    kind: Literal["oracle", "accuracy", "learned"] = "learned"
     fraction: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_kind(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("kind") == "trace":
+            deprecated("predictor kind 'trace'", "'learned'")
+            return {**data, "kind": "learned"}
+        return data
 
     @model_validator(mode="after")
     def _fraction_iff_accuracy(self) -> DecodePredictor:
@@ -82,7 +90,8 @@ class DecodeRun(Frozen):
         1, description="experts stored together and read whole on a miss (1: one read per expert)")
     read_grouping: Literal["graph", "id"] = Field(
         "graph", description="read groups from the co-activation graph, or by expert id (the naive layout)")
-    spec: DecodeSpec = "none"
+    selector: DecodeSelector = Field("none", description="the draft selection rule of speculative decoding "
+                                                          "(none: plain decoding)")
     gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root included")
     epsilon: PositiveFloat = Field(1.0, allow_inf_nan=False, description="the score's epsilon: P / (cost + epsilon)")
     tree: DraftTree = Field(default_factory=DraftTree)
@@ -100,10 +109,19 @@ class DecodeRun(Frozen):
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: object) -> object:
+        """``spec`` (a result or grid saved before the rename) is ``selector``."""
+        if isinstance(data, dict) and "spec" in data and "selector" not in data:
+            deprecated("decode field 'spec'", "'selector'")
+            data = {("selector" if k == "spec" else k): v for k, v in data.items()}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> DecodeRun:
         check_temperature(self.temperature)
-        if self.spec != "none" and self.gamma > self.tree.n_nodes:
+        if self.selector != "none" and self.gamma > self.tree.n_nodes:
             raise ValueError(f"gamma must be <= the {self.tree.n_nodes} nodes of a {self.tree.depth} x "
                              f"{self.tree.width} draft tree, got {self.gamma}")
         if self.cache_policy == "resident" and self.cache_GiB is not None:
@@ -125,17 +143,20 @@ class DecodeRun(Frozen):
 
 
 def parse_decode_predictor(text: str) -> dict[str, object]:
-    """``"oracle"``, ``"trace"`` or ``"accuracy:0.9"`` -> config data.
+    """``"oracle"``, ``"learned"`` or ``"accuracy:0.9"`` -> config data (``"trace"``: ``learned``'s old name).
 
     >>> parse_decode_predictor("accuracy:0.9")
     {'kind': 'accuracy', 'fraction': 0.9}
     """
     kind, _, arg = text.partition(":")
     try:
-        if kind in ("oracle", "trace") and not arg:
+        if kind in ("oracle", "learned") and not arg:
             return {"kind": kind}
+        if kind == "trace" and not arg:
+            deprecated("--predictor trace", "--predictor learned")
+            return {"kind": "learned"}
         if kind == "accuracy" and arg and 0.0 <= float(arg) <= 1.0:
             return {"kind": "accuracy", "fraction": float(arg)}
     except ValueError:
         pass
-    raise InputError("predictor", "must be oracle, trace or accuracy:P (0 <= P <= 1)", text)
+    raise InputError("predictor", "must be oracle, learned or accuracy:P (0 <= P <= 1)", text)

@@ -29,8 +29,8 @@ from moesim.simulate.prefill import simulate_prefill
 
 __all__ = ["COLUMNS", "compare_policies", "plot_plane", "bound_of", "default_baseline", "global_failure"]
 
-COLUMNS = ("tokens", "policy", "ttft_s", "ttft_s_interval", "tokens_per_s", "peak_memory_gib",
-           "peak_memory_gib_interval", "bubble_share", "bound", "energy_j", "energy_j_interval", "tokens_per_j",
+COLUMNS = ("tokens", "policy", "ttft_s", "ttft_s_interval", "tokens_per_s", "peak_memory_GiB",
+           "peak_memory_GiB_interval", "bubble_share", "bound", "energy_j", "energy_j_interval", "tokens_per_j",
            "speedup", "memory_ratio", "energy_ratio", "config", "error")
 
 
@@ -54,7 +54,7 @@ def _row(run: PrefillRun) -> dict[str, Any]:
     cfg = m["config"]
     return {"tokens": run.tokens, "policy": run.policy.kind, "ttft_s": m["ttft_s"],
             "ttft_s_interval": m["ttft_s_interval"], "tokens_per_s": m["tokens_per_s"],
-            "peak_memory_gib": m["peak_memory_gib"], "peak_memory_gib_interval": m["peak_memory_gib_interval"],
+            "peak_memory_GiB": m["peak_memory_GiB"], "peak_memory_GiB_interval": m["peak_memory_GiB_interval"],
             "bubble_share": m["bubble_share"], "bound": bound_of(m), "energy_j": m["energy_j"],
             "energy_j_interval": m["energy_j_interval"], "tokens_per_j": m["tokens_per_j"],
             "config": {"group_size": cfg["group_size"], "banks": cfg["banks"], "queue_depth": cfg["queue_depth"],
@@ -131,7 +131,7 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
         for r in block:
             ok = r["error"] is None and base["error"] is None
             r["speedup"] = base["ttft_s"] / r["ttft_s"] if ok and r["ttft_s"] > 0 else None
-            r["memory_ratio"] = base["peak_memory_gib"] / r["peak_memory_gib"] if ok else None
+            r["memory_ratio"] = base["peak_memory_GiB"] / r["peak_memory_GiB"] if ok else None
             r["energy_ratio"] = (base["energy_j"] / r["energy_j"] if ok and r["energy_j"] and base["energy_j"]
                                  else None)
         rows += block
@@ -150,9 +150,9 @@ def plot_plane(rows: list[dict[str, Any]], path: str | Path, title: str) -> Path
         colour = colours(i / max(len(lengths) - 1, 1))
         for r in (r for r in rows if r["tokens"] == n and r.get("error") is None):
             t_lo, t_hi = r["ttft_s_interval"] or (r["ttft_s"], r["ttft_s"])
-            m_lo, m_hi = r["peak_memory_gib_interval"] or (r["peak_memory_gib"], r["peak_memory_gib"])
-            ax.errorbar(r["peak_memory_gib"], r["ttft_s"],
-                        xerr=[[r["peak_memory_gib"] - m_lo], [m_hi - r["peak_memory_gib"]]],
+            m_lo, m_hi = r["peak_memory_GiB_interval"] or (r["peak_memory_GiB"], r["peak_memory_GiB"])
+            ax.errorbar(r["peak_memory_GiB"], r["ttft_s"],
+                        xerr=[[r["peak_memory_GiB"] - m_lo], [m_hi - r["peak_memory_GiB"]]],
                         yerr=[[r["ttft_s"] - t_lo], [t_hi - r["ttft_s"]]], fmt=markers.get(r["policy"], "o"),
                         color=colour, capsize=2, label=f"{r['policy']}, {n} tokens")
     ax.set_xscale("log")

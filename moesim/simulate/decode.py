@@ -34,7 +34,7 @@ from moesim.policies.decode.replay import belady_hits
 from moesim.policies.decode.steps import DecodeSteps, SpecSettings, StepPlan
 from moesim.policies.predictors import LayerAheadPredictor
 from moesim.policies.specdecode.bits import pack_sets
-from moesim.policies.specdecode.build import PredictorKind, build_predictor
+from moesim.policies.specdecode.build import build_predictor
 from moesim.policies.specdecode.predict import PredictFn, accuracy_table
 from moesim.policies.specdecode.temperature import draft_at_temperature
 from moesim.policies.specdecode.tree import tree_shape
@@ -54,9 +54,9 @@ I16 = npt.NDArray[np.int16]
 def decode_memory(model: ModelSpec, device: MobileNPUProfile, run: DecodeRun) -> dict[str, int]:
     """Bytes outside the expert cache: resident non-expert weights, the draft head, the KV cache
     of ``context + tokens`` positions, one step's activations and the runtime."""
-    verified = run.gamma if run.spec != "none" else 1
+    verified = run.gamma if run.selector != "none" else 1
     draft = 0
-    if run.spec != "none":   # an EAGLE-style head: one decoder layer's attention (the LM head is shared)
+    if run.selector != "none":   # an EAGLE-style head: one decoder layer's attention (the LM head is shared)
         draft = model.resident_non_expert_bytes("q4_0") // max(model.num_layers, 1)
     return {
         "weights": model.resident_non_expert_bytes("q4_0"),
@@ -118,7 +118,7 @@ def _no_room(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, memory:
 
 
 def _max_set(run: DecodeRun, model: ModelSpec) -> int:
-    return min(model.moe.num_routed_experts, model.moe.top_k * (run.gamma if run.spec != "none" else 1))
+    return min(model.moe.num_routed_experts, model.moe.top_k * (run.gamma if run.selector != "none" else 1))
 
 
 def _pinned(run: DecodeRun, experts: I16, n_exp: int, slots: int) -> tuple[list[int], int]:
@@ -187,13 +187,12 @@ def _next_layer_table(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int
 def _node_predictor(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int], ...],
                     token_ids: npt.NDArray[np.int32] | None, n_exp: int,
                     rng: np.random.Generator) -> PredictFn | None:
-    """A draft's experts for the cost-aware rules: decode's ``trace`` predictor is specdecode's
-    ``learned`` one (two folds)."""
-    if run.spec not in ("ecospec", "cache-aware"):
+    """A draft's experts for the cost-aware rules: decode's ``learned`` predictor is specdecode's
+    (two folds)."""
+    if run.selector not in ("ecospec", "cache-aware"):
         return None
     pred = run.predictor
-    kind: PredictorKind = "learned" if pred.kind == "trace" else pred.kind
-    predict, _ = build_predictor(kind, experts, bounds, token_ids, n_exp, run.tree.depth + 1, rng,
+    predict, _ = build_predictor(pred.kind, experts, bounds, token_ids, n_exp, run.tree.depth + 1, rng,
                                  fraction=pred.fraction or 0.0, folds=2)
     return predict
 
@@ -201,7 +200,7 @@ def _node_predictor(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int],
 def _draft_ns(run: DecodeRun, model: ModelSpec, be: Backend) -> float:
     """An EAGLE-style draft on the same unit: per draft step one attention layer over the context
     for the expanded tokens and the (shared) LM head for them."""
-    if run.spec == "none":
+    if run.selector == "none":
         return 0.0
     shape = tree_shape(run.tree.depth, run.tree.width)
     total = 0.0
@@ -290,9 +289,9 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     ufs = ufs_params(device, into_arena=backend == "npu")
     hit_ns = ffn_op(1, model.hidden_size, model.moe.expert_intermediate_size, w, be, expert=True).total_ns
     spec = None
-    if run.spec != "none":
+    if run.selector != "none":
         draft = draft_at_temperature(run.draft, model.name, run.temperature)[0]
-        spec = SpecSettings(run.spec, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width), draft,
+        spec = SpecSettings(run.selector, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width), draft,
                             run.routing, _draft_ns(run, model, be),
                             (hit_ns + ufs.latency_ns + w / ufs.B_per_ns) / max(hit_ns, 1.0))
     steps = DecodeSteps(experts, bounds, n_exp, run.tokens + run.warmup_tokens, next_layer, spec, predict,
@@ -350,9 +349,9 @@ def _metrics(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, m: Deco
     peak = sum(memory_all.values())
     config = DecodeConfig(
         **run_config("decode", run, device.name, profile_hash(device)), trace=provenance, run=saved_run(run),
-        tokens=run.tokens, context=run.context, cache_policy=run.cache_policy, cache_gib=sized.cache_B / GiB,
-        cache_slots=capacity, pinned_slots=sized.pinned_slots, prefetch=run.prefetch, spec=run.spec,
-        gamma=run.gamma if run.spec != "none" else 1, backend=run.backend, queue_depth=sized.queue_depth,
+        tokens=run.tokens, context=run.context, cache_policy=run.cache_policy, cache_GiB=sized.cache_B / GiB,
+        cache_slots=capacity, pinned_slots=sized.pinned_slots, prefetch=run.prefetch, selector=run.selector,
+        gamma=run.gamma if run.selector != "none" else 1, backend=run.backend, queue_depth=sized.queue_depth,
         predictor=run.predictor, t_draft_ms=(spec.draft_ns / 1e6) if spec else 0.0)
     n_steps = len(m.step_ns)
     measured_keys = sum(len(s) for s in measured)
@@ -362,13 +361,13 @@ def _metrics(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, m: Deco
         cache_hit_rate=m.hits / accesses if accesses else 0.0,
         belady_hit_rate=belady_measured / measured_keys if measured_keys else 0.0,
         ufs_bytes_per_token=m.io_B_window / tokens if tokens else 0.0,
-        peak_memory_gib=peak / GiB,
-        peak_memory_gib_interval=(None if device.uncertainty is None else
+        peak_memory_GiB=peak / GiB,
+        peak_memory_GiB_interval=(None if device.uncertainty is None else
                                   memory_interval_gib(peak / GiB, sized.memory["runtime"] / GiB, device.uncertainty)),
         notes=sized.notes,
         fits_device_memory=peak <= device.memory.usable_GiB * GiB,
-        memory_gib={k: v / GiB for k, v in memory_all.items()},
-        bubble_share=m.bubble_ns / total_ns,
+        memory_GiB={k: v / GiB for k, v in memory_all.items()},
+        bubble_share_total=m.bubble_ns / total_ns,
         mean_active_experts=float(np.mean(m.active)) if m.active else 0.0,
         acceptance_length=tokens / n_steps if spec is not None and n_steps else None,
         mean_verified_tokens=float(np.mean(m.verified)) if m.verified else 0.0,

@@ -206,15 +206,15 @@ def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts
         **run_config("prefill", run, device.name, profile_hash(device)), trace=provenance, run=saved_run(run),
         tokens=n, policy=plan.policy, group_size=plan.group_size, banks=plan.banks,
         queue_depth=plan.queue_depth, prefetch=plan.gate, ubatch_tokens=plan.ubatch_tokens,
-        memory_budget_gib=run.memory_budget_GiB, autoconfigured=auto is not None,
+        memory_budget_GiB=run.memory_budget_GiB, autoconfigured=auto is not None,
         predicted_ttft_s=None if auto is None else auto.ttft_ns / 1e9,
         selection_ms=None if auto is None else auto.selection_ms)
     return PrefillMetrics(
-        ttft_s=t, tokens_per_s=n / t if t > 0 else 0.0, peak_memory_gib=peak_gib,
+        ttft_s=t, tokens_per_s=n / t if t > 0 else 0.0, peak_memory_GiB=peak_gib,
         ttft_s_interval=ttft_iv,
         tokens_per_s_interval=None if ttft_iv is None else ((n / ttft_iv[1], n / ttft_iv[0]) if ttft_iv[0] > 0
                                                             else (0.0, 0.0)),
-        peak_memory_gib_interval=mem_iv,
+        peak_memory_GiB_interval=mem_iv,
         memory_interval_over_budget=interval_over_budget(mem_iv, run.memory_budget_GiB),
         energy_j=None if energy is None else energy.energy_j,
         energy_j_interval=None if energy is None else energy.energy_j_interval,
@@ -223,7 +223,7 @@ def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts
         mean_power_w=None if energy is None else energy.mean_power_w,
         energy_breakdown_j=None if energy is None else energy.energy_breakdown_j,
         fits_device_memory=memory.total_B <= device.memory.usable_GiB * GiB,
-        memory_gib={"weights": memory.weights_B / GiB, "arena": memory.arena_B / GiB,
+        memory_GiB={"weights": memory.weights_B / GiB, "arena": memory.arena_B / GiB,
                     "activations": memory.activations_B / GiB, "kv_cache": memory.kv_cache_B / GiB,
                     "runtime": runtime_gib},
         bubble_share=timing.bubble_share, bubble_share_total=timing.bubble_share_total, io_bytes=timing.io_bytes,

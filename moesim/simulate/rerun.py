@@ -58,7 +58,32 @@ def _check_profile(rebuilt: str, config: dict[str, object], device: object, sour
                          "has changed since the result was saved", config["profile_hash"], source=source)
 
 
+#: dotted JSON keys renamed in this release (one word per meaning), old -> new, by prefix: a result
+#: saved before them still re-runs (its run data is upgraded by the run models, with a deprecation line)
+RENAMED_KEYS = {"peak_memory_gib": "peak_memory_GiB", "peak_memory_gib_interval": "peak_memory_GiB_interval",
+                "memory_gib": "memory_GiB",
+                "config.memory_budget_gib": "config.memory_budget_GiB", "config.cache_gib": "config.cache_GiB",
+                "config.spec": "config.selector", "config.run.spec": "config.run.selector"}
+#: ... and the decode workload's own
+RENAMED_DECODE_KEYS = {"bubble_share": "bubble_share_total"}
+
+
+def _renamed(key: str, workload: object) -> str:
+    table = {**RENAMED_KEYS, **(RENAMED_DECODE_KEYS if workload == "decode" else {})}
+    for old, new in table.items():
+        if key == old or key.startswith(old + "."):
+            return new + key[len(old):]
+    return key
+
+
 def differences(saved: Mapping[str, object], new: Mapping[str, object]) -> list[str]:
-    """Dotted keys whose values differ, the host-clock fields aside."""
-    a, b = flatten_metrics(saved), flatten_metrics(new)
+    """Dotted keys whose values differ, the host-clock fields aside (a key or value saved under
+    its old name, :data:`RENAMED_KEYS`, compares as the new one)."""
+    config = saved.get("config")
+    workload = config.get("workload") if isinstance(config, dict) else None
+    a = {_renamed(k, workload): v for k, v in flatten_metrics(saved).items()}
+    for key in ("config.predictor.kind", "config.run.predictor.kind"):   # decode's 'trace' predictor is 'learned'
+        if workload == "decode" and a.get(key) == "trace":
+            a[key] = "learned"
+    b = flatten_metrics(new)
     return sorted(k for k in a.keys() | b.keys() if k not in HOST_CLOCK_FIELDS and a.get(k) != b.get(k))

@@ -1,7 +1,7 @@
 """One sweep point -> one flat row: inputs, every metric of the workload's ``--json``, provenance.
 
 Importable by worker processes (local or Dask): the task is plain data and so is the row.
-Nested metric dicts are flattened with dots (``memory_gib.arena``); lists become JSON text.
+Nested metric dicts are flattened with dots (``memory_GiB.arena``); lists become JSON text.
 """
 
 from __future__ import annotations

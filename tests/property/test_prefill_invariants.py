@@ -106,8 +106,8 @@ def test_more_ufs_bandwidth_never_slower(tiny_profile: MobileNPUProfile, case: P
 def test_peak_memory_within_budget(tiny_profile: MobileNPUProfile, case: PrefillCase, slack: float) -> None:
     model, routing, cfg = case
     base = _run(tiny_profile, model, routing, {**cfg, "banks": 2}).to_dict()
-    need = base["peak_memory_gib"]
+    need = base["peak_memory_GiB"]
     budget = need * (1 + slack)
     free = EStreamPolicy(**cfg).model_copy(update={"banks": None})   # the budget decides the banks
     res = _run(tiny_profile, model, routing, free, budget=budget)
-    assert res.to_dict()["peak_memory_gib"] <= budget + 1e-12
+    assert res.to_dict()["peak_memory_GiB"] <= budget + 1e-12

@@ -21,11 +21,11 @@ def test_verify_on_a_small_space(run_cli) -> None:  # type: ignore[no-untyped-de
                   "--verify", "--json")
     assert res.code == 0, res.err
     out = json.loads(res.out)
-    for key in ("config", "predicted_ttft_s", "peak_memory_gib", "selection_ms", "exhaustive_best",
+    for key in ("config", "predicted_ttft_s", "peak_memory_GiB", "selection_ms", "exhaustive_best",
                 "exhaustive_ttft_s", "regret", "exhaustive_wall_s", "speedup_vs_exhaustive"):
         assert key in out
     assert set(out["config"]) >= {"group_size", "banks", "queue_depth"}
-    assert out["peak_memory_gib"] <= budget + 1e-9
+    assert out["peak_memory_GiB"] <= budget + 1e-9
     assert out["regret"] == 0.0 and out["chosen_des_ttft_s"] == out["predicted_ttft_s"]
     assert out["exhaustive_ttft_s"] == out["predicted_ttft_s"]
     assert out["runner_up"][0]["predicted_ttft_s"] == out["predicted_ttft_s"]

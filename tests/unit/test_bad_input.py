@@ -31,7 +31,7 @@ BAD = [
     (("specdecode", "--gamma-sweep", ""), "--gamma-sweep must be comma-separated integers"),
     (("sweep", "grid.toml", "-o", "/proc/x.parquet"), "-o must name a file"),
     # issue 23: an option the combination would ignore or clamp is refused, naming the option
-    (("decode", "--depth", "0", "--spec", "confidence"), "--depth must be an integer in 1..8"),
+    (("decode", "--depth", "0", "--selector", "confidence"), "--depth must be an integer in 1..8"),
     (("decode", "--depth", "3"), "--depth applies to speculative decoding only"),
     (("decode", "--gamma", "3"), "--gamma applies to speculative decoding only"),
     (("decode", "--width", "2"), "--width applies to speculative decoding only"),
@@ -44,10 +44,10 @@ BAD = [
     (("decode", "--read-grouping", "id"), "--read-grouping needs --read-group-size > 1"),
     (("decode", "--pinned-share", "0.2"), "--pinned-share applies to --cache-policy pinned only (here lru)"),
     (("decode", "--pinned-by", "frequency", "--cache-policy", "lfu"), "--pinned-by applies to --cache-policy pinned"),
-    (("decode", "--predictor", "oracle"), "--predictor is read only by --prefetch next-layer and by --spec"),
-    (("decode", "--predictor", "oracle", "--spec", "confidence"), "--predictor is read only by"),
+    (("decode", "--predictor", "oracle"), "--predictor is read only by --prefetch next-layer and by --selector"),
+    (("decode", "--predictor", "oracle", "--selector", "confidence"), "--predictor is read only by"),
     (("decode", "--prefetch", "next-layer", "--cache-policy", "none"), "prefetch 'next-layer' needs an expert cache"),
-    (("decode", "--autoconfig", "--spec", "cache-aware"), "--spec is chosen by --autoconfig"),
+    (("decode", "--autoconfig", "--selector", "cache-aware"), "--selector is chosen by --autoconfig"),
     (("decode", "--autoconfig", "--cache-gib", "3"), "--cache-gib is chosen by --autoconfig"),
     (("decode", "--autoconfig", "--gamma", "3"), "--gamma is chosen by --autoconfig"),
     (("decode", "--autoconfig", "--prefetch", "next-layer"), "--prefetch is chosen by --autoconfig"),
@@ -315,8 +315,8 @@ def test_budget_below_the_memory_interval_warns_and_flags(run_cli) -> None:  # t
     res = run_cli("prefill", "--tokens", "64", "--memory-budget-gib", "0.7", "--json")
     assert res.code == 0, res.err
     m = json.loads(res.out)
-    lo, hi = m["peak_memory_gib_interval"]
-    assert m["peak_memory_gib"] <= 0.7 < hi and m["memory_interval_over_budget"] is True
+    lo, hi = m["peak_memory_GiB_interval"]
+    assert m["peak_memory_GiB"] <= 0.7 < hi and m["memory_interval_over_budget"] is True
     assert res.err.strip() == (f"warning: peak memory 90% interval reaches {hi:.2f} GiB, over the 0.70 GiB budget "
                                f"by {hi - 0.7:.2f} GiB (the point estimate fits)")
     roomy = run_cli("prefill", "--tokens", "64", "--memory-budget-gib", "5", "--json")

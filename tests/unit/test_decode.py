@@ -38,13 +38,13 @@ def run(**kw: object) -> DecodeRun:
 
 @pytest.mark.parametrize("policy", ["lru", "lfu", "pinned", "mmap"])
 def test_des_hits_equal_an_offline_replay_of_the_same_accesses(policy: str) -> None:
-    r = simulate_decode(run(cache_policy=policy, spec="confidence" if policy == "lfu" else "none"), trace=TRACE)
+    r = simulate_decode(run(cache_policy=policy, selector="confidence" if policy == "lfu" else "none"), trace=TRACE)
     m = r.metrics
     cfg = m.config
     # rebuild the same cache offline and replay the accesses the DES logged, set by set
     from moesim.simulate.decode import _pinned
     w = load_model(MODEL).expert_bytes("q4_0")
-    slots = int(cfg.cache_gib * 2**30) // w
+    slots = int(cfg.cache_GiB * 2**30) // w
     pinned, _ = _pinned(run(cache_policy=policy), TRACE.experts, 64, slots)
     cache = make_cache("lru" if policy == "mmap" else policy, slots, pinned=pinned)
     counts = replay(cache, r.accesses)
@@ -54,14 +54,14 @@ def test_des_hits_equal_an_offline_replay_of_the_same_accesses(policy: str) -> N
 
 def test_resident_never_reads_and_none_reads_every_routed_expert() -> None:
     res = simulate_decode(run(cache_policy="resident", cache_GiB=None), trace=TRACE).metrics
-    assert res.cache_hit_rate == 1.0 and res.ufs_bytes_per_token == 0 and res.bubble_share == 0
+    assert res.cache_hit_rate == 1.0 and res.ufs_bytes_per_token == 0 and res.bubble_share_total == 0
     none = simulate_decode(run(cache_policy="none", cache_GiB=None), trace=TRACE).metrics
     w = load_model(MODEL).expert_bytes("q4_0")
     assert none.cache_hit_rate == 0.0
     assert none.ufs_bytes_per_token == pytest.approx(none.mean_active_experts * w)
     assert none.tokens_per_s < res.tokens_per_s
     for m in (res, none):   # the unit either computes or waits for flash, over the measured window
-        assert m.utilization["cpu"] + m.bubble_share == pytest.approx(1.0, abs=1e-6)
+        assert m.utilization["cpu"] + m.bubble_share_total == pytest.approx(1.0, abs=1e-6)
 
 
 def test_more_cache_never_slower_for_lru_and_belady_bounds_every_policy() -> None:
@@ -79,9 +79,9 @@ def test_oracle_next_layer_prefetch_hides_reads_it_predicts() -> None:
 
 
 def test_cache_aware_equals_ecospec_when_everything_is_cached() -> None:
-    a = simulate_decode(run(cache_policy="resident", cache_GiB=None, spec="ecospec", predictor={"kind": "oracle"}),
+    a = simulate_decode(run(cache_policy="resident", cache_GiB=None, selector="ecospec", predictor={"kind": "oracle"}),
                         trace=TRACE).metrics
-    b = simulate_decode(run(cache_policy="resident", cache_GiB=None, spec="cache-aware",
+    b = simulate_decode(run(cache_policy="resident", cache_GiB=None, selector="cache-aware",
                             predictor={"kind": "oracle"}), trace=TRACE).metrics
     assert (a.steps, a.acceptance_length, a.mean_active_experts) == (b.steps, b.acceptance_length,
                                                                      b.mean_active_experts)
@@ -89,7 +89,7 @@ def test_cache_aware_equals_ecospec_when_everything_is_cached() -> None:
 
 
 def test_speculation_emits_exactly_the_tokens_asked() -> None:
-    m = simulate_decode(run(spec="confidence", tokens=37), trace=TRACE).metrics
+    m = simulate_decode(run(selector="confidence", tokens=37), trace=TRACE).metrics
     assert m.acceptance_length is not None
     assert round(m.acceptance_length * m.steps) == 37
 
@@ -97,8 +97,8 @@ def test_speculation_emits_exactly_the_tokens_asked() -> None:
 def test_same_seed_same_json_and_rerun_reproduces() -> None:
     from moesim.results import flatten_metrics
 
-    a = simulate_decode(run(spec="cache-aware", seed=3), trace=TRACE).to_dict()
-    b = simulate_decode(run(spec="cache-aware", seed=3), trace=TRACE).to_dict()
+    a = simulate_decode(run(selector="cache-aware", seed=3), trace=TRACE).to_dict()
+    b = simulate_decode(run(selector="cache-aware", seed=3), trace=TRACE).to_dict()
     for d in (a, b):
         d["sim"].pop("wall_s")
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
@@ -122,8 +122,8 @@ def test_cli_json_keys_and_one_line_errors(run_cli) -> None:  # type: ignore[no-
     res = run_cli("decode", "--model", MODEL, "--tokens", "4", "--cache-gib", "0.6", "--json")
     assert res.code == 0, res.err
     data = json.loads(res.out)
-    for key in ("tokens_per_s", "ms_per_token", "cache_hit_rate", "ufs_bytes_per_token", "peak_memory_gib",
-                "bubble_share", "mean_active_experts", "acceptance_length", "config", "trace", "sim"):
+    for key in ("tokens_per_s", "ms_per_token", "cache_hit_rate", "ufs_bytes_per_token", "peak_memory_GiB",
+                "bubble_share_total", "mean_active_experts", "acceptance_length", "config", "trace", "sim"):
         assert key in data
     assert set(data["ms_per_token"]) == {"mean", "p50", "p90", "p99"}
     bad = run_cli("decode", "--model", MODEL, "--tokens", "4", "--cache-gib", "0.001")
@@ -131,7 +131,8 @@ def test_cli_json_keys_and_one_line_errors(run_cli) -> None:  # type: ignore[no-
 
 
 def test_rerun_reproduces_a_saved_decode_result(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    res = run_cli("decode", "--model", MODEL, "--tokens", "6", "--cache-gib", "0.6", "--spec", "cache-aware", "--json")
+    res = run_cli("decode", "--model", MODEL, "--tokens", "6", "--cache-gib", "0.6", "--selector", "cache-aware",
+                  "--json")
     assert res.code == 0, res.err
     path = tmp_path / "r.json"
     path.write_text(res.out)
@@ -173,11 +174,11 @@ def test_the_default_cache_stops_at_all_the_experts_and_says_so() -> None:
     spec = load_model(MODEL)
     every = spec.num_moe_layers * spec.moe.num_routed_experts * spec.expert_bytes("q4_0") / 2**30
     m = simulate_decode(DecodeRun(model=MODEL, tokens=4), TRACE).metrics
-    assert m.config.cache_gib == pytest.approx(every) and m.config.cache_slots == 1024
+    assert m.config.cache_GiB == pytest.approx(every) and m.config.cache_slots == 1024
     assert len(m.notes) == 1 and "all 1,024 routed experts of olmoe-1b-7b fit" in m.notes[0]
     assert not simulate_decode(run(tokens=4), TRACE).metrics.notes       # a given cache needs no note
-    lo, hi = m.peak_memory_gib_interval or (0.0, 0.0)
-    assert lo <= m.peak_memory_gib <= hi and hi > lo
+    lo, hi = m.peak_memory_GiB_interval or (0.0, 0.0)
+    assert lo <= m.peak_memory_GiB <= hi and hi > lo
 
 
 def test_autoconfig_searches_the_cache_policies() -> None:
@@ -192,8 +193,8 @@ def test_autoconfig_searches_the_cache_policies() -> None:
     assert {r["cache_policy"] for r in choice.table} == {"lru", "lfu"} and len(choice.table) == 20
     full = [r for r in choice.table if r["tokens_per_s"] is not None]
     best = max(full, key=lambda r: r["tokens_per_s"])
-    assert (choice.run.cache_policy, choice.run.prefetch, choice.run.spec) == (
-        best["cache_policy"], best["prefetch"], best["spec"])
+    assert (choice.run.cache_policy, choice.run.prefetch, choice.run.selector) == (
+        best["cache_policy"], best["prefetch"], best["selector"])
 
 
 def test_autoconfig_cli_defaults_the_budget_and_warns_past_the_memory_interval(run_cli) -> None:  # type: ignore[no-untyped-def]
@@ -202,8 +203,8 @@ def test_autoconfig_cli_defaults_the_budget_and_warns_past_the_memory_interval(r
     assert res.code == 0, res.err
     out = json.loads(res.out)
     assert out["policies_searched"] == ["lfu"] and out["choice"]["cache_policy"] == "lfu"
-    iv = out["result"]["peak_memory_gib_interval"]
-    assert out["memory_interval_over_budget"] is True and iv[1] > 2.0 >= out["result"]["peak_memory_gib"]
+    iv = out["result"]["peak_memory_GiB_interval"]
+    assert out["memory_interval_over_budget"] is True and iv[1] > 2.0 >= out["result"]["peak_memory_GiB"]
     assert f"warning: peak memory 90% interval reaches {iv[1]:.2f} GiB, over the 2.00 GiB budget by " in res.err
     text = run_cli("decode", "--model", MODEL, "--tokens", "4", "--autoconfig", "--cache-policy", "lru")
     assert text.code == 0, text.err

@@ -68,10 +68,10 @@ def test_intervals_bracket_the_prediction_and_widen_with_io(phone: MobileNPUProf
     run = PrefillRun(model="olmoe-1b-7b", device="sd8-elite-gen5", tokens=256, trace=str(bundled_trace_path()))
     m = simulate_prefill(run).metrics
     assert m.ttft_s_interval is not None and m.tokens_per_s_interval is not None
-    assert m.peak_memory_gib_interval is not None
+    assert m.peak_memory_GiB_interval is not None
     assert m.ttft_s_interval[0] <= m.ttft_s <= m.ttft_s_interval[1]
     assert m.tokens_per_s_interval[0] <= m.tokens_per_s <= m.tokens_per_s_interval[1]
-    assert m.peak_memory_gib_interval[0] <= m.peak_memory_gib <= m.peak_memory_gib_interval[1]
+    assert m.peak_memory_GiB_interval[0] <= m.peak_memory_GiB <= m.peak_memory_GiB_interval[1]
     u = phone.uncertainty
     assert u is not None
     compute_only = time_interval_s(1.0, 1.0, 0.0, u)
@@ -85,7 +85,7 @@ def test_a_profile_without_uncertainty_gives_no_interval(phone: MobileNPUProfile
     run = PrefillRun(model="olmoe-1b-7b", device="sd8-elite-gen5", tokens=64, policy=CPUPolicy(),
                      trace=str(bundled_trace_path()))
     m = simulate_prefill(run, profile=bare).metrics
-    assert m.ttft_s_interval is None and m.peak_memory_gib_interval is None
+    assert m.ttft_s_interval is None and m.peak_memory_GiB_interval is None
 
 
 def test_uncertainty_ranges_must_be_ordered(phone: MobileNPUProfile) -> None:
@@ -116,7 +116,7 @@ def test_kv_retention_counts_every_layer_by_default() -> None:
     full = simulate_prefill(PrefillRun.model_validate(base)).metrics
     one = simulate_prefill(PrefillRun.model_validate({**base, "kv_retention": "current-layer"})).metrics
     model = load_model("olmoe-1b-7b")
-    assert full.memory_gib["kv_cache"] == pytest.approx(one.memory_gib["kv_cache"] * model.num_attention_layers)
+    assert full.memory_GiB["kv_cache"] == pytest.approx(one.memory_GiB["kv_cache"] * model.num_attention_layers)
     assert full.ttft_s == one.ttft_s
 
 

@@ -77,3 +77,46 @@ def test_python_rerun_and_to_pandas() -> None:
     assert len(row) == 1 and row["config.policy"].iloc[0] == "naive" and row["ttft_s"].iloc[0] == result.ttft_s
     assert moesim.rerun(result.to_dict()).to_dict()["ttft_s"] == result.ttft_s
     assert result.metrics.config.run == run
+
+
+def _old_spelling(data: object, decode: bool, in_run: bool = False) -> object:
+    """A result as the release before the one-word renames wrote it (issue 24): the run's own
+    fields were spelled ``_GiB`` already."""
+    old = {} if in_run else {"peak_memory_GiB": "peak_memory_gib", "memory_GiB": "memory_gib",
+                             "peak_memory_GiB_interval": "peak_memory_gib_interval",
+                             "memory_budget_GiB": "memory_budget_gib", "cache_GiB": "cache_gib"}
+    if decode:
+        old.update(selector="spec", bubble_share_total="bubble_share")
+    if isinstance(data, dict):
+        return {old.get(k, k): ("trace" if decode and k == "kind" and v == "learned"
+                                else _old_spelling(v, decode, in_run or k == "run")) for k, v in data.items()}
+    return data
+
+
+def test_a_result_saved_with_the_old_names_reruns(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    first = run_cli("decode", "--model", "olmoe-1b-7b", "--trace", TRACE, "--tokens", "4", "--selector", "ecospec",
+                    "--json")
+    assert first.code == 0, first.err
+    saved = _old_spelling(json.loads(first.out), decode=True)
+    assert saved["config"]["run"]["spec"] == "ecospec" and saved["config"]["predictor"]["kind"] == "trace"  # type: ignore[index]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(saved))
+    again = run_cli("rerun", str(path), "--json")
+    assert again.code == 0, again.err
+    assert "decode field 'spec' is deprecated; use 'selector'" in again.err
+    assert _stable(json.loads(again.out)) == _stable(json.loads(first.out))
+    # a value that did change under an old name is still a difference
+    saved["bubble_share"] = 0.5  # type: ignore[index]
+    path.write_text(json.dumps(saved))
+    assert "bubble_share_total" in run_cli("rerun", str(path)).err
+
+
+def test_the_old_decode_spellings_work_with_a_deprecation_line(run_cli) -> None:  # type: ignore[no-untyped-def]
+    new = run_cli("decode", "--model", "olmoe-1b-7b", "--trace", TRACE, "--tokens", "4", "--selector", "ecospec",
+                  "--predictor", "learned", "--json")
+    old = run_cli("decode", "--model", "olmoe-1b-7b", "--trace", TRACE, "--tokens", "4", "--spec", "ecospec",
+                  "--predictor", "trace", "--json")
+    assert new.code == old.code == 0, old.err
+    assert _stable(json.loads(old.out)) == _stable(json.loads(new.out))
+    assert "--spec is deprecated; use --selector" in old.err and "--predictor trace is deprecated" in old.err
+    assert "deprecated" not in new.err

@@ -110,7 +110,7 @@ def test_local_pool_serial_and_dask_give_identical_tables(grid_file: Callable[..
         run_sweep(grid, tmp_path / "dask.parquet", scheduler=client)
     table = _content(serial)
     assert list(table["point.index"]) == list(range(16)) and (table["status"] == "ok").all()
-    assert {"ttft_s", "memory_gib.arena", "config.group_size", "config.profile_hash", "config.trace.source",
+    assert {"ttft_s", "memory_GiB.arena", "config.group_size", "config.profile_hash", "config.trace.source",
             "grid.hash"} <= set(table.columns)
     pd.testing.assert_frame_equal(table, _content(tmp_path / "pool.parquet"))
     pd.testing.assert_frame_equal(table, _content(tmp_path / "dask.parquet"))

@@ -66,7 +66,7 @@ void pipe_write_summary(const pipe_t *p, FILE *out) {
     for (int i = 0; i < p->ngroups; i++) active += p->g[i].active;
     fputs("{\n", out);
     fprintf(out, "  \"makespan_s\": %.9f, \"makespan_ns\": %lld,\n", (double)p->makespan * 1e-9, (long long)p->makespan);
-    fprintf(out, "  \"bubble_ns\": %lld, \"expert_phase_ns\": %lld, \"bubble_share\": %.6f, \"bubble_share_of_total\": %.6f,\n",
+    fprintf(out, "  \"bubble_ns\": %lld, \"expert_phase_ns\": %lld, \"bubble_share\": %.6f, \"bubble_share_total\": %.6f,\n",
             (long long)p->bubble, (long long)p->phase, p->phase ? (double)p->bubble / (double)p->phase : 0.0,
             p->makespan ? (double)p->bubble / (double)p->makespan : 0.0);
     fprintf(out, "  \"nonffn_ns\": %lld, \"compute_ns\": %lld,\n", (long long)p->nonffn_total, (long long)p->compute_total);

@@ -51,24 +51,24 @@ class AutoconfigCase:
         return self.base.total_B
 
 
-def prepare(model: str, device: str | MobileNPUProfile, tokens: int, trace: str | None = None,
+def prepare(model_name: str, device: str | MobileNPUProfile, tokens: int, trace: str | None = None,
             seed: int = 0, use_store: bool = True) -> AutoconfigCase:
     """Routing, memory and the service-time profile (read from the profile store when a
     profile for the same model, device numbers and routing was stored before)."""
-    spec = load_model(model)
-    check_prompt_tokens(tokens, spec.name, spec.num_moe_layers, spec.moe.top_k)
+    model = load_model(model_name)
+    check_prompt_tokens(tokens, model.name, model.num_moe_layers, model.moe.top_k)
     dev = phone_profile(device) if isinstance(device, str) else device
-    routing, info = prompt_routing(spec, tokens, path=trace, seed=seed)
-    counts = routing_counts(routing, spec.moe.num_routed_experts)
-    key = profile_key(spec.name, profile_hash(dev), routing, tokens)
+    routing, info = prompt_routing(model, tokens, path=trace, seed=seed)
+    counts = routing_counts(routing, model.moe.num_routed_experts)
+    key = profile_key(model.name, profile_hash(dev), routing, tokens)
     st = load_service_times(key) if use_store else None
     stored = st is not None
     if st is None:
-        st = service_times(spec, npu_backend(dev), ufs_params(dev), counts, tokens)
+        st = service_times(model, npu_backend(dev), ufs_params(dev), counts, tokens)
         if use_store:
             save_service_times(st, key)
-    base = base_memory(spec, dev, tokens, int(counts.max()))
-    return AutoconfigCase(spec, dev, tokens, routing, info, base, build_profile(st), stored)
+    base = base_memory(model, dev, tokens, int(counts.max()))
+    return AutoconfigCase(model, dev, tokens, routing, info, base, build_profile(st), stored)
 
 
 def arena_budget(case: AutoconfigCase, budget_GiB: float) -> int:

@@ -23,7 +23,7 @@ from moesim.cost.memory import MemoryBreakdown, arena_refusal
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
 from moesim.limits import check_prompt_tokens
-from moesim.policies.prefill.search import Choice, Config, StoredProfile, build_profile, select, space
+from moesim.policies.prefill.search import Choice, StoredProfile, StreamSetting, build_profile, select, space
 from moesim.simulate.prefill import base_memory, routing_counts, simulate_routing
 from moesim.traces.provenance import PromptProvenance
 from moesim.traces.sources import prompt_routing
@@ -89,7 +89,7 @@ def autoconfigure(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non
     return choice
 
 
-def simulate_config(case: AutoconfigCase, cfg: Config, gate: Prefetch, budget_GiB: float | None = None) -> int:
+def simulate_config(case: AutoconfigCase, cfg: StreamSetting, gate: Prefetch, budget_GiB: float | None = None) -> int:
     """TTFT in ns of the discrete-event simulation at ``cfg``."""
     policy = EStreamPolicy(group_size=cfg.group_size, banks=cfg.banks, queue_depth=cfg.queue_depth, prefetch=gate)
     run = PrefillRun(model=case.model.name, device=case.device.name, tokens=case.tokens, policy=policy,
@@ -99,15 +99,15 @@ def simulate_config(case: AutoconfigCase, cfg: Config, gate: Prefetch, budget_Gi
 
 @dataclass(frozen=True)
 class Exhaustive:
-    best: Config
+    best: StreamSetting
     best_ttft_ns: int
     configs: int
     wall_s: float
-    ttft_ns: dict[Config, int]
+    ttft_ns: dict[StreamSetting, int]
 
 
 def exhaustive(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non-ffn",
-               progress: Callable[[list[Config]], Iterable[Config]] | None = None) -> Exhaustive:
+               progress: Callable[[list[StreamSetting]], Iterable[StreamSetting]] | None = None) -> Exhaustive:
     """The discrete-event simulation of every configuration in the space that fits
     (``progress`` wraps the list of configurations, e.g. to draw a bar)."""
     t0 = time.perf_counter()

@@ -87,11 +87,11 @@ def topk_ids(rng: np.random.Generator, shape: tuple[int, ...], n_exp: int, k: in
     return np.argsort(keys, axis=-1)[..., :k].astype(np.int16)
 
 
-def random_trace(model: str, tokens: int, segments: list[int], seed: int = 0) -> RoutingTrace:
-    """Uniform-random routing with every recorded layer of ``model`` (a catalog name)."""
+def random_trace(model_name: str, tokens: int, segments: list[int], seed: int = 0) -> RoutingTrace:
+    """Uniform-random routing with every recorded layer of ``model_name`` (a catalog name)."""
     from moesim.config.catalog import load_model
 
-    spec = load_model(model)
+    model = load_model(model_name)
     rng = np.random.default_rng(seed)
-    e = topk_ids(rng, (tokens, spec.num_moe_layers), spec.moe.num_routed_experts, spec.moe.top_k)
-    return make_trace(e, segments, model=model)
+    e = topk_ids(rng, (tokens, model.num_moe_layers), model.moe.num_routed_experts, model.moe.top_k)
+    return make_trace(e, segments, model=model_name)

@@ -45,9 +45,9 @@ def _run(tokens: int, **kw: Any) -> dict[str, Any]:
             "synthetic_routing": m["trace"]["synthetic"]}
 
 
-def _cache_sizes(model: str) -> list[float]:
-    spec = load_model(model)
-    total = spec.num_moe_layers * spec.moe.num_routed_experts * spec.expert_bytes("q4_0") / GiB
+def _cache_sizes(model_name: str) -> list[float]:
+    model = load_model(model_name)
+    total = model.num_moe_layers * model.moe.num_routed_experts * model.expert_bytes("q4_0") / GiB
     return sorted({round(min(share * total, 13.0), 2) for share in CACHE_SHARES})
 
 

@@ -26,7 +26,7 @@ from moesim.config.device import HostProfile
 from moesim.config.profiles import load_profile
 from moesim.errors import MoesimError
 from moesim.files import write_text_atomic
-from moesim.policies.prefill.search import Config
+from moesim.policies.prefill.search import StreamSetting
 
 HERE = Path(__file__).resolve().parent
 SHAPE = (8, 16, 2048, 1024, 2)
@@ -42,7 +42,7 @@ def routing(tokens: int) -> np.ndarray:
                      for _ in range(tokens)], dtype=np.int16)
 
 
-def _cfg(c: Config) -> str:
+def _cfg(c: StreamSetting) -> str:
     return f"G={c.group_size} B={c.banks} Q={c.queue_depth}"
 
 

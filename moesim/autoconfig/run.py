@@ -23,7 +23,7 @@ from moesim.cost.memory import MemoryBreakdown, arena_refusal
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
 from moesim.limits import check_prompt_tokens
-from moesim.policies.prefill.search import Choice, Config, StoredProfile, build_profile, select, space
+from moesim.policies.prefill.search import Choice, StoredProfile, StreamSetting, build_profile, select, space
 from moesim.simulate.prefill import base_memory, routing_counts, simulate_routing
 from moesim.traces.provenance import PromptProvenance
 from moesim.traces.sources import prompt_routing
@@ -51,24 +51,24 @@ class AutoconfigCase:
         return self.base.total_B
 
 
-def prepare(model: str, device: str | MobileNPUProfile, tokens: int, trace: str | None = None,
+def prepare(model_name: str, device: str | MobileNPUProfile, tokens: int, trace: str | None = None,
             seed: int = 0, use_store: bool = True) -> AutoconfigCase:
     """Routing, memory and the service-time profile (read from the profile store when a
     profile for the same model, device numbers and routing was stored before)."""
-    spec = load_model(model)
-    check_prompt_tokens(tokens, spec.name, spec.num_moe_layers, spec.moe.top_k)
+    model = load_model(model_name)
+    check_prompt_tokens(tokens, model.name, model.num_moe_layers, model.moe.top_k)
     dev = phone_profile(device) if isinstance(device, str) else device
-    routing, info = prompt_routing(spec, tokens, path=trace, seed=seed)
-    counts = routing_counts(routing, spec.moe.num_routed_experts)
-    key = profile_key(spec.name, profile_hash(dev), routing, tokens)
+    routing, info = prompt_routing(model, tokens, path=trace, seed=seed)
+    counts = routing_counts(routing, model.moe.num_routed_experts)
+    key = profile_key(model.name, profile_hash(dev), routing, tokens)
     st = load_service_times(key) if use_store else None
     stored = st is not None
     if st is None:
-        st = service_times(spec, npu_backend(dev), ufs_params(dev), counts, tokens)
+        st = service_times(model, npu_backend(dev), ufs_params(dev), counts, tokens)
         if use_store:
             save_service_times(st, key)
-    base = base_memory(spec, dev, tokens, int(counts.max()))
-    return AutoconfigCase(spec, dev, tokens, routing, info, base, build_profile(st), stored)
+    base = base_memory(model, dev, tokens, int(counts.max()))
+    return AutoconfigCase(model, dev, tokens, routing, info, base, build_profile(st), stored)
 
 
 def arena_budget(case: AutoconfigCase, budget_GiB: float) -> int:
@@ -89,7 +89,7 @@ def autoconfigure(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non
     return choice
 
 
-def simulate_config(case: AutoconfigCase, cfg: Config, gate: Prefetch, budget_GiB: float | None = None) -> int:
+def simulate_config(case: AutoconfigCase, cfg: StreamSetting, gate: Prefetch, budget_GiB: float | None = None) -> int:
     """TTFT in ns of the discrete-event simulation at ``cfg``."""
     policy = EStreamPolicy(group_size=cfg.group_size, banks=cfg.banks, queue_depth=cfg.queue_depth, prefetch=gate)
     run = PrefillRun(model=case.model.name, device=case.device.name, tokens=case.tokens, policy=policy,
@@ -99,15 +99,15 @@ def simulate_config(case: AutoconfigCase, cfg: Config, gate: Prefetch, budget_Gi
 
 @dataclass(frozen=True)
 class Exhaustive:
-    best: Config
+    best: StreamSetting
     best_ttft_ns: int
     configs: int
     wall_s: float
-    ttft_ns: dict[Config, int]
+    ttft_ns: dict[StreamSetting, int]
 
 
 def exhaustive(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non-ffn",
-               progress: Callable[[list[Config]], Iterable[Config]] | None = None) -> Exhaustive:
+               progress: Callable[[list[StreamSetting]], Iterable[StreamSetting]] | None = None) -> Exhaustive:
     """The discrete-event simulation of every configuration in the space that fits
     (``progress`` wraps the list of configurations, e.g. to draw a bar)."""
     t0 = time.perf_counter()

@@ -21,7 +21,7 @@ from moesim.cost.maxplus import evaluate
 from moesim.cost.ops import expert_op
 from moesim.cost.pipeline import ServiceTimes
 from moesim.errors import InputError
-from moesim.policies.prefill.search import Config, StoredProfile, build_profile, select, space
+from moesim.policies.prefill.search import StoredProfile, StreamSetting, build_profile, select, space
 from moesim.simulate.prefill import routing_counts
 from moesim.units import ns
 
@@ -46,11 +46,11 @@ class SweepCase:
     configuration's measured time is its fastest round (interference only adds time)."""
 
     arena_experts: int
-    chosen: Config
+    chosen: StreamSetting
     predicted_s: float
-    best: Config
-    samples: dict[Config, list[float]]
-    predicted: dict[Config, float]          # the max-plus evaluator's makespan (s) of every configuration
+    best: StreamSetting
+    samples: dict[StreamSetting, list[float]]
+    predicted: dict[StreamSetting, float]   # the max-plus evaluator's makespan (s) of every configuration
     duel: tuple[list[float], list[float]] | None = None   # chosen vs best, alternating runs after the sweep
 
     @property
@@ -71,7 +71,7 @@ class SweepCase:
         p = self.duel_p
         return self.chosen == self.best or (p is not None and p > 0.05)
 
-    def measured(self, cfg: Config) -> float:
+    def measured(self, cfg: StreamSetting) -> float:
         return min(self.samples[cfg])
 
     @property
@@ -97,7 +97,7 @@ class SweepCase:
         gaps = [sorted(v)[1] / min(v) - 1.0 for v in self.samples.values() if len(v) > 1]
         return float(np.median(gaps)) if gaps else float("nan")
 
-    def round_minima(self) -> list[Config]:
+    def round_minima(self) -> list[StreamSetting]:
         """The measured minimum of each round alone: does the exhaustive sweep reproduce itself?"""
         rounds = min(len(v) for v in self.samples.values())
         return [min(self.samples, key=lambda c: (self.samples[c][r], c)) for r in range(rounds)]
@@ -123,18 +123,18 @@ def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.nda
     packed = pack_experts(workdir / f"pack-{layers}x{experts}-{hidden}x{inter}.bin",
                           ExpertShape(layers, experts, hidden, inter))
 
-    def run(cfg: Config) -> float:
+    def run(cfg: StreamSetting) -> float:
         ecfg = ExecutorConfig(cfg.group_size, cfg.banks, cfg.queue_depth, "non-ffn")
         return run_executor(packed, routing, ecfg, workdir=workdir / "runs").makespan_s
 
-    samples: dict[Config, list[float]] = {}
+    samples: dict[StreamSetting, list[float]] = {}
     largest = max(arena_experts) * profile.st.expert_B
     everything = sorted(space(profile, largest))
     for _ in range(repeats):          # round-robin over configurations: drift hits all alike
         for cfg in everything:
             samples.setdefault(cfg, []).append(run(cfg))
 
-    duels: dict[tuple[Config, Config], tuple[list[float], list[float]]] = {}
+    duels: dict[tuple[StreamSetting, StreamSetting], tuple[list[float], list[float]]] = {}
     out = []
     for n_exp in arena_experts:
         budget = n_exp * profile.st.expert_B

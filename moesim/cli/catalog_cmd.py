@@ -19,12 +19,12 @@ _MiB = 2**20
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def models(model_ref: str | None, as_json: bool) -> None:
     """List the model catalog with computed expert and resident bytes."""
-    specs = [load_model(model_ref)] if model_ref is not None else list_models()
+    shown = [load_model(model_ref)] if model_ref is not None else list_models()
     if as_json:
-        emit_json({"models": [model_record(m) for m in specs]})
+        emit_json({"models": [model_record(m) for m in shown]})
         return
     rows = []
-    for m in specs:
+    for m in shown:
         shared = f"+{m.moe.num_shared_experts}" if m.moe.num_shared_experts else ""
         layers = f"{m.num_moe_layers}+{m.num_dense_layers}d" if m.num_dense_layers else str(m.num_moe_layers)
         rows.append((m.name, layers, m.hidden_size, m.moe.expert_intermediate_size,

@@ -202,16 +202,16 @@ def synth_cmd(model: str, tokens: int, fit_path: Path | None, seed: int, entropy
     click.echo(f"wrote {out}")
 
 
-def _check_tokens(model: str, tokens: int) -> None:
+def _check_tokens(model_name: str, tokens: int) -> None:
     """Refuse, before any work, a trace longer than this machine can hold."""
     from moesim.config.catalog import load_model
     from moesim.limits import check_prompt_tokens
 
     if tokens < 1:
         raise InputError("--tokens", "must be an integer >= 1", tokens)
-    spec = load_model(model)
+    model = load_model(model_name)
     try:
-        check_prompt_tokens(tokens, spec.name, spec.num_moe_layers, spec.moe.top_k)
+        check_prompt_tokens(tokens, model.name, model.num_moe_layers, model.moe.top_k)
     except InputError as exc:
         raise exc.renamed("--tokens") from None
 

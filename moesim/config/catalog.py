@@ -39,9 +39,9 @@ def _read(path: Path) -> ModelSpec:
 
 @cache
 def _bundled(name: str) -> ModelSpec:
-    spec = _read(CATALOG_DIR / f"{name}.toml")
-    assert spec.name == name, f"{name}.toml declares name {spec.name!r}"
-    return spec
+    model = _read(CATALOG_DIR / f"{name}.toml")
+    assert model.name == name, f"{name}.toml declares name {model.name!r}"
+    return model
 
 
 def load_model(name_or_path: str | Path) -> ModelSpec:
@@ -58,9 +58,9 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         names = ", ".join(model_names())
         raise InputError("model", f"must name a catalog model ({names}) or a .toml file", text)
     if path.suffix == ".toml" or path.exists():
-        spec = _read(path)
-        check_own_name(spec.name, path, CATALOG_DIR, "model")
-        return spec
+        model = _read(path)
+        check_own_name(model.name, path, CATALOG_DIR, "model")
+        return model
     raise InputError("model", f"must be a catalog name ({', '.join(model_names())}) or a .toml file", text)
 
 

@@ -5,7 +5,7 @@ generating a prompt from fitted parameters costs a fraction of that. Both are ke
 ``.npz`` files in ``synth/`` under the user's cache folder (:func:`cache_root`):
 
 - ``fit-<key>.npz``: the fitted :class:`GenParams` and the statistics of the fit run, keyed by
-  the generator version, the model's full parameters (a hash of the resolved spec, not its
+  the generator version, the model's full parameters (a hash of the resolved model, not its
   name), the target statistics and the seed;
 - ``trace-<key>.npz``: the expert ids of one trace, keyed by the fit key and the token count.
 
@@ -59,9 +59,10 @@ def _folder() -> Path:
     return cache_root() / "synth"
 
 
-def fit_key(generator: str, spec: dict[str, Any], stats: dict[str, Any] | None, seed: int) -> str:
-    """The key of a fit: a hash of everything the fitted parameters depend on."""
-    blob = json.dumps({"generator": generator, "model": spec, "stats": stats, "seed": seed}, sort_keys=True)
+def fit_key(generator: str, model: dict[str, Any], stats: dict[str, Any] | None, seed: int) -> str:
+    """The key of a fit: a hash of everything the fitted parameters depend on (``model`` is the
+    model's JSON dump, ``ModelSpec.model_dump(mode="json")``)."""
+    blob = json.dumps({"generator": generator, "model": model, "stats": stats, "seed": seed}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 

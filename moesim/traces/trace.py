@@ -180,12 +180,12 @@ def check_routing(trace: RoutingTrace, source: str, locate: Locator | None = Non
     ``locate(token, layer)`` says where that is in the input (default ``"token T"``).
     """
     where = locate or _token_at
-    spec = trace.model_spec
-    n_exp, n_moe = spec.moe.num_routed_experts, spec.num_moe_layers
+    model = trace.model_spec
+    n_exp, n_moe = model.moe.num_routed_experts, model.num_moe_layers
     if trace.num_tokens == 0:
         raise InputError("tokens", "must be at least 1", 0, source=source)
-    if trace.top_k != spec.moe.top_k:
-        raise InputError("k", f"must equal {spec.name}'s top_k ({spec.moe.top_k})", trace.top_k, source=source)
+    if trace.top_k != model.moe.top_k:
+        raise InputError("k", f"must equal {model.name}'s top_k ({model.moe.top_k})", trace.top_k, source=source)
     bad_layers = [x for x in trace.layers if not 0 <= x < n_moe]
     if bad_layers or list(trace.layers) != sorted(set(trace.layers)):
         raise InputError("layers", f"must be increasing MoE-layer indices in [0, {n_moe})", trace.layers,

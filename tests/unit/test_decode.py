@@ -21,11 +21,11 @@ MODEL = "olmoe-1b-7b"      # 16 layers x 64 experts, top-8; 3.5 MB Q4_0 experts
 
 def skewed_trace(tokens: int = 240, segments: tuple[int, ...] = (120, 120), seed: int = 0) -> RoutingTrace:
     """Zipf-like popularity per layer, so a cache has something to keep."""
-    spec = load_model(MODEL)
+    model = load_model(MODEL)
     rng = np.random.default_rng(seed)
-    pop = 1.0 / (1.0 + rng.permuted(np.tile(np.arange(spec.moe.num_routed_experts), (spec.num_moe_layers, 1)),
+    pop = 1.0 / (1.0 + rng.permuted(np.tile(np.arange(model.moe.num_routed_experts), (model.num_moe_layers, 1)),
                                     axis=1))
-    e = topk_ids(rng, (tokens, spec.num_moe_layers), spec.moe.num_routed_experts, spec.moe.top_k, pop)
+    e = topk_ids(rng, (tokens, model.num_moe_layers), model.moe.num_routed_experts, model.moe.top_k, pop)
     return make_trace(e, list(segments), model=MODEL)
 
 
@@ -171,8 +171,8 @@ def test_autoconfig_choice_matches_the_exhaustive_sweep() -> None:
 
 # ----- issue 23: no silent clamps; the auto-configurator searches the cache policies ----------
 def test_the_default_cache_stops_at_all_the_experts_and_says_so() -> None:
-    spec = load_model(MODEL)
-    every = spec.num_moe_layers * spec.moe.num_routed_experts * spec.expert_bytes("q4_0") / 2**30
+    model = load_model(MODEL)
+    every = model.num_moe_layers * model.moe.num_routed_experts * model.expert_bytes("q4_0") / 2**30
     m = simulate_decode(DecodeRun(model=MODEL, tokens=4), TRACE).metrics
     assert m.config.cache_GiB == pytest.approx(every) and m.config.cache_slots == 1024
     assert len(m.notes) == 1 and "all 1,024 routed experts of olmoe-1b-7b fit" in m.notes[0]

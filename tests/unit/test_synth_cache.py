@@ -147,8 +147,7 @@ def test_unwritable_cache_folder_is_not_an_error(tmp_path: Path, monkeypatch: py
 
 
 def test_key_hashes_the_model_parameters_not_its_name() -> None:
-    spec = load_model("flame-moe-290m")
-    base = spec.model_dump(mode="json")
+    base = load_model("flame-moe-290m").model_dump(mode="json")
     other = {**base, "moe": {**base["moe"], "top_k": base["moe"]["top_k"] + 1}}
     stats = LIGHT.model_dump(mode="json")
     key = fit_key(synth.GENERATOR, base, stats, 4)
@@ -169,8 +168,8 @@ def test_cache_folder_follows_the_environment(monkeypatch: pytest.MonkeyPatch, t
 
 
 def _shipped_key(name: str) -> str:
-    spec, stats = load_model(name).model_dump(mode="json"), synth.DEFAULT_STATS.model_dump(mode="json")
-    return fit_key(synth.GENERATOR, spec, stats, 0)
+    model, stats = load_model(name).model_dump(mode="json"), synth.DEFAULT_STATS.model_dump(mode="json")
+    return fit_key(synth.GENERATOR, model, stats, 0)
 
 
 def test_shipped_fits_are_current_for_every_synthetic_catalog_model() -> None:
@@ -180,8 +179,8 @@ def test_shipped_fits_are_current_for_every_synthetic_catalog_model() -> None:
     assert {"qwen3-30b-a3b", "deepseek-v3.1", "qwen3-235b-a22b"} <= set(names)
     assert have == want, "model or generator changed: run python traces/make_synth_fits.py"
     for name in names:
-        spec = load_model(name)
-        assert load_fit(_shipped_key(name), spec.num_moe_layers, spec.moe.num_routed_experts, spec.moe.top_k)
+        model = load_model(name)
+        assert load_fit(_shipped_key(name), model.num_moe_layers, model.moe.num_routed_experts, model.moe.top_k)
 
 
 def test_shipped_fit_is_what_the_fit_computes(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

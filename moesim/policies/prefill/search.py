@@ -25,13 +25,15 @@ from moesim.config.prefill import PREFETCH_POINTS, Prefetch
 from moesim.cost.maxplus import PipelineInput, evaluate, lower_bound
 from moesim.cost.pipeline import ServiceTimes, pipeline_input
 
-__all__ = ["Config", "Choice", "StoredProfile", "build_profile", "select", "space", "MAX_QUEUE_DEPTH"]
+__all__ = ["StreamSetting", "Choice", "StoredProfile", "build_profile", "select", "space", "MAX_QUEUE_DEPTH"]
 
 MAX_QUEUE_DEPTH = 8
 
 
 @dataclass(frozen=True, order=True)
-class Config:
+class StreamSetting:
+    """A setting of the expert stream: group size G, banks B, queue depth Q (one point of the space)."""
+
     group_size: int
     banks: int
     queue_depth: int
@@ -51,7 +53,7 @@ class StoredProfile:
     def experts(self) -> int:
         return int(self.st.counts.shape[1])
 
-    def arena_B(self, cfg: Config) -> int:
+    def arena_B(self, cfg: StreamSetting) -> int:
         return cfg.banks * cfg.group_size * self.st.expert_B
 
 
@@ -74,31 +76,31 @@ def max_banks(profile: StoredProfile, g: int) -> int:
     return max(2, -(-profile.experts // g))
 
 
-def space(profile: StoredProfile, arena_budget_B: int | None) -> list[Config]:
+def space(profile: StoredProfile, arena_budget_B: int | None) -> list[StreamSetting]:
     """Every configuration of the search space that fits ``arena_budget_B``."""
-    out: list[Config] = []
+    out: list[StreamSetting] = []
     for g in range(1, profile.experts + 1):
         for b in range(2, max_banks(profile, g) + 1):
             if arena_budget_B is not None and b * g * profile.st.expert_B > arena_budget_B:
                 break
-            out.extend(Config(g, b, q) for q in range(1, min(MAX_QUEUE_DEPTH, b) + 1))
+            out.extend(StreamSetting(g, b, q) for q in range(1, min(MAX_QUEUE_DEPTH, b) + 1))
     return out
 
 
 @dataclass
 class Choice:
-    config: Config
+    config: StreamSetting
     ttft_ns: int
     evaluated: int
     selection_ms: float
-    per_group_size: dict[int, tuple[Config, int]] = field(default_factory=dict)   # runner-up curve
+    per_group_size: dict[int, tuple[StreamSetting, int]] = field(default_factory=dict)   # runner-up curve
 
 
-def _key(profile: StoredProfile, cfg: Config, ttft: int) -> tuple[int, int, int, int]:
+def _key(profile: StoredProfile, cfg: StreamSetting, ttft: int) -> tuple[int, int, int, int]:
     return (ttft, profile.arena_B(cfg), cfg.queue_depth, cfg.group_size)
 
 
-def _best_for_g(profile: StoredProfile, g: int, b_fit: int, gate: Prefetch) -> tuple[Config, int, int]:
+def _best_for_g(profile: StoredProfile, g: int, b_fit: int, gate: Prefetch) -> tuple[StreamSetting, int, int]:
     inp = profile.inputs[g]
     if profile.monotone[g] or gate != "non-ffn":
         top = evaluate(inp, b_fit, min(MAX_QUEUE_DEPTH, b_fit), gate)
@@ -118,12 +120,12 @@ def _best_for_g(profile: StoredProfile, g: int, b_fit: int, gate: Prefetch) -> t
                 q_hi = mid
             else:
                 q_lo = mid + 1
-        return Config(g, lo, q_lo), top, evals
-    best: tuple[tuple[int, int, int, int], Config, int] | None = None
+        return StreamSetting(g, lo, q_lo), top, evals
+    best: tuple[tuple[int, int, int, int], StreamSetting, int] | None = None
     evals = 0
     for b in range(2, b_fit + 1):
         for q in range(1, min(MAX_QUEUE_DEPTH, b) + 1):
-            cfg = Config(g, b, q)
+            cfg = StreamSetting(g, b, q)
             ttft = evaluate(inp, b, q, gate)
             evals += 1
             key = _key(profile, cfg, ttft)
@@ -142,7 +144,7 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = 
     if group_size is not None or banks is not None or queue_depth is not None:
         return _select_fixed(profile, arena_budget_B, gate, group_size, banks, queue_depth)
     t0 = time.perf_counter()
-    best: tuple[tuple[int, int, int, int], Config, int] | None = None
+    best: tuple[tuple[int, int, int, int], StreamSetting, int] | None = None
     evaluated, curve = 0, {}
     for g in sorted(profile.inputs, key=lambda g: (profile.lower_ns[(g, gate)], g)):
         b_fit = max_banks(profile, g)
@@ -166,7 +168,7 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = 
 def _select_fixed(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch, group_size: int | None,
                   banks: int | None, queue_depth: int | None) -> Choice | None:
     t0 = time.perf_counter()
-    best: tuple[tuple[int, int, int, int], Config, int] | None = None
+    best: tuple[tuple[int, int, int, int], StreamSetting, int] | None = None
     evaluated = 0
     for g in ([group_size] if group_size is not None else range(1, profile.experts + 1)):
         b_range = [banks] if banks is not None else range(2, max_banks(profile, g) + 1)
@@ -174,7 +176,7 @@ def _select_fixed(profile: StoredProfile, arena_budget_B: int | None, gate: Pref
             if arena_budget_B is not None and b * g * profile.st.expert_B > arena_budget_B:
                 continue
             for q in ([queue_depth] if queue_depth is not None else range(1, min(MAX_QUEUE_DEPTH, b) + 1)):
-                cfg = Config(g, b, q)
+                cfg = StreamSetting(g, b, q)
                 ttft = evaluate(profile.inputs[g], b, q, gate)
                 evaluated += 1
                 key = _key(profile, cfg, ttft)

@@ -45,15 +45,15 @@ def import_trace(src: str | Path, fmt: str, model: str | Path | ModelSpec, *,
     """
     if fmt not in FORMATS:
         raise InputError("format", f"must be one of {', '.join(FORMATS)}", fmt)
-    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    model = model if isinstance(model, ModelSpec) else load_model(model)
     path = Path(src)
     if not path.exists():
         raise InputError("source", "must be an existing file or folder", str(path))
     if fmt == "nvmoe":
-        return import_nvmoe(path, spec, segment_lengths)
+        return import_nvmoe(path, model, segment_lengths)
     if segment_lengths is not None:
         raise InputError("segments", f"(segment lengths) only apply to the nvmoe format, not {fmt}", segment_lengths)
-    return FORMATS[fmt](path, spec)
+    return FORMATS[fmt](path, model)
 
 
 def import_report(trace: RoutingTrace) -> ImportReport | None:

@@ -45,19 +45,19 @@ def _load(path: Path) -> dict[str, np.ndarray]:
         raise InputError("file", "must be a readable .npz archive (truncated?)", str(exc), source=str(path)) from None
 
 
-def _layers(arr: np.ndarray, spec: ModelSpec, path: Path) -> tuple[int, ...]:
-    idx = arr.astype(np.int64).reshape(-1) - 1 - spec.num_dense_layers
-    if (idx < 0).any() or (idx >= spec.num_moe_layers).any() or (np.diff(idx) <= 0).any():
+def _layers(arr: np.ndarray, model: ModelSpec, path: Path) -> tuple[int, ...]:
+    idx = arr.astype(np.int64).reshape(-1) - 1 - model.num_dense_layers
+    if (idx < 0).any() or (idx >= model.num_moe_layers).any() or (np.diff(idx) <= 0).any():
         raise InputError("moe_layers", f"must be increasing MoE layer numbers "
-                         f"{spec.num_dense_layers + 1}..{spec.num_layers}", arr.tolist(), source=str(path))
+                         f"{model.num_dense_layers + 1}..{model.num_layers}", arr.tolist(), source=str(path))
     return tuple(int(x) for x in idx)
 
 
-def _check(ids: np.ndarray, scores: np.ndarray, spec: ModelSpec, path: Path, names: tuple[str, ...]) -> None:
+def _check(ids: np.ndarray, scores: np.ndarray, model: ModelSpec, path: Path, names: tuple[str, ...]) -> None:
     """``ids``/``scores`` already [T, L, k]; ``names`` label the axes for messages."""
-    k, n_exp = spec.moe.top_k, spec.moe.num_routed_experts
+    k, n_exp = model.moe.top_k, model.moe.num_routed_experts
     if ids.shape[-1] != k:
-        raise InputError("topk_ids", f"must have k = {k} ({spec.name}'s top_k) in the last axis", ids.shape[-1],
+        raise InputError("topk_ids", f"must have k = {k} ({model.name}'s top_k) in the last axis", ids.shape[-1],
                          source=str(path))
     if scores.shape != ids.shape:
         raise InputError("topk_scores", f"must have the shape of topk_ids {ids.shape}", scores.shape,
@@ -83,15 +83,15 @@ def _as_int16(ids: np.ndarray, path: Path) -> np.ndarray:
     return ids.astype(np.int16)
 
 
-def import_flame(path: Path, spec: ModelSpec) -> RoutingTrace:
-    report = ReportBuilder("flame-npz", spec, files=[str(path)])
+def import_flame(path: Path, model: ModelSpec) -> RoutingTrace:
+    report = ReportBuilder("flame-npz", model, files=[str(path)])
     a = _load(path)
-    layers = _layers(a["moe_layers"], spec, path)
+    layers = _layers(a["moe_layers"], model, path)
     ids, scores, toks = a["topk_ids"], a["topk_scores"].astype(np.float32), a["token_ids"]
     segs: list[Segment]
     if ids.ndim == 3:  # stream [L, T, k]
         ids, scores = ids.transpose(1, 0, 2), scores.transpose(1, 0, 2)
-        _check(ids, scores, spec, path, ("token", "layer"))
+        _check(ids, scores, model, path, ("token", "layer"))
         if toks.shape != ids.shape[:1] or len(layers) != ids.shape[1]:
             raise InputError("token_ids", f"must have shape [{ids.shape[0]}] and moe_layers [{ids.shape[1]}]",
                              (toks.shape, len(layers)), source=str(path))
@@ -99,23 +99,23 @@ def import_flame(path: Path, spec: ModelSpec) -> RoutingTrace:
         report.records_read = ids.shape[0] * ids.shape[1]
         report.missing.append("sequence/document boundaries (one stream segment)")
     elif ids.ndim == 4:  # chunk starts [P, L, C, k]
-        segs = _chunks(ids, scores, toks, layers, spec, path)
+        segs = _chunks(ids, scores, toks, layers, model, path)
         report.records_read = ids.shape[0] * ids.shape[1] * ids.shape[2]
     else:
         raise InputError("topk_ids", "must be [L, T, k] (stream) or [P, L, C, k] (chunk starts)", ids.shape,
                          source=str(path))
-    if len(layers) < spec.num_moe_layers:
+    if len(layers) < model.num_moe_layers:
         report.missing.append(f"MoE layers other than {list(layers)}")
     report.missing.append("the 2 shared experts (always on, not logged)")
     prov = Provenance(source=f"flame_moe_290m_dynande/{path.name} ({_REPO}; FLAME-MoE traces)",
                       license="no explicit license (research use; FLAME-MoE-Traces card says Apache-2.0)",
                       recorded_how=_HOW, scores_kind="router softmax probabilities over all experts, "
                       "not renormalised, descending")
-    return build_trace(segs, layers, spec, prov, report, str(path))
+    return build_trace(segs, layers, model, prov, report, str(path))
 
 
 def _chunks(ids: np.ndarray, scores: np.ndarray, toks: np.ndarray, layers: tuple[int, ...],
-            spec: ModelSpec, path: Path) -> list[Segment]:
+            model: ModelSpec, path: Path) -> list[Segment]:
     n_pos, n_layers, n_chunks, _ = ids.shape
     if toks.shape != (n_pos, n_chunks) or n_layers != len(layers):
         raise InputError("token_ids", f"must have shape [{n_pos}, {n_chunks}] and moe_layers [{n_layers}]",
@@ -123,7 +123,7 @@ def _chunks(ids: np.ndarray, scores: np.ndarray, toks: np.ndarray, layers: tuple
     per_chunk: list[Any] = []
     for c in range(n_chunks):
         e, s = ids[:, :, c, :], scores[:, :, c, :]
-        _check(e, s, spec, path, (f"chunk {c} position", "layer"))
+        _check(e, s, model, path, (f"chunk {c} position", "layer"))
         per_chunk.append(Segment(f"chunk {c}", _as_int16(e, path), PREFILL, scores=np.ascontiguousarray(s),
                                  token_ids=toks[:, c].astype(np.int32)))
     return per_chunk

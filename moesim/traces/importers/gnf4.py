@@ -44,40 +44,40 @@ _HOW = ("Hugging Face transformers, bfloat16, 64-token prompt prefill (not recor
 class _File:
     path: Path
     prompt: str
-    model: str
+    model_name: str
     k: int
     experts: np.ndarray  # [steps, L, k] int16, ids ascending
     tokens: np.ndarray | None
     first_line: list[int]  # line number of each step
 
 
-def _meta(obj: Any, path: Path, spec: ModelSpec) -> tuple[str, str, int]:
+def _meta(obj: Any, path: Path, model: ModelSpec) -> tuple[str, str, int]:
     where = f"{path}:1"
     if not isinstance(obj, dict) or not isinstance(obj.get("meta"), dict):
         raise InputError("line 1", "must be a {\"meta\": {...}} object", obj, source=where)
     m = obj["meta"]
     layers = m.get("layers")
-    if layers != spec.num_moe_layers:
-        raise InputError("meta.layers", f"must equal {spec.name}'s MoE layers ({spec.num_moe_layers})", layers,
+    if layers != model.num_moe_layers:
+        raise InputError("meta.layers", f"must equal {model.name}'s MoE layers ({model.num_moe_layers})", layers,
                          source=where)
     n_exp = m.get("n_experts")
-    if n_exp is not None and n_exp != spec.moe.num_routed_experts:
-        raise InputError("meta.n_experts", f"must equal {spec.name}'s experts ({spec.moe.num_routed_experts})",
+    if n_exp is not None and n_exp != model.moe.num_routed_experts:
+        raise InputError("meta.n_experts", f"must equal {model.name}'s experts ({model.moe.num_routed_experts})",
                          n_exp, source=where)
-    model = str(m.get("model", ""))
-    known = _MODEL_NAMES.get(Path(model).name)
-    if known is not None and known != spec.name:
-        raise InputError("meta.model", f"must be a {spec.name} trace (this file is {known})", model, source=where)
+    model_name = str(m.get("model", ""))
+    known = _MODEL_NAMES.get(Path(model_name).name)
+    if known is not None and known != model.name:
+        raise InputError("meta.model", f"must be a {model.name} trace (this file is {known})", model_name, source=where)
     k = as_int(m.get("top_k"), "meta.top_k", where)
-    if not 1 <= k <= spec.moe.num_routed_experts:
-        raise InputError("meta.top_k", f"must be in [1, {spec.moe.num_routed_experts}]", k, source=where)
-    return str(m.get("prompt", path.stem)), model, k
+    if not 1 <= k <= model.moe.num_routed_experts:
+        raise InputError("meta.top_k", f"must be in [1, {model.moe.num_routed_experts}]", k, source=where)
+    return str(m.get("prompt", path.stem)), model_name, k
 
 
-def _read_file(path: Path, spec: ModelSpec, report: ReportBuilder) -> _File:
+def _read_file(path: Path, model: ModelSpec, report: ReportBuilder) -> _File:
     head, lines = read_jsonl_head(path)
-    prompt, model, k = _meta(head[1], path, spec)
-    n_layers, n_exp = spec.num_moe_layers, spec.moe.num_routed_experts
+    prompt, model_name, k = _meta(head[1], path, model)
+    n_layers, n_exp = model.num_moe_layers, model.moe.num_routed_experts
     keys = [str(i) for i in range(n_layers)]
     rows: list[list[list[int]]] = []
     toks: list[Any] = []
@@ -102,7 +102,7 @@ def _read_file(path: Path, spec: ModelSpec, report: ReportBuilder) -> _File:
         raise InputError("steps", f"must match meta.steps ({steps}); file truncated?", len(rows), source=str(path))
     has_tokens = all(isinstance(t, int) and not isinstance(t, bool) for t in toks)
     experts = np.sort(np.asarray(rows, dtype=np.int16), axis=2)
-    return _File(path, prompt, model, k, experts, np.asarray(toks, np.int32) if has_tokens else None, where_list)
+    return _File(path, prompt, model_name, k, experts, np.asarray(toks, np.int32) if has_tokens else None, where_list)
 
 
 def _buckets(native: _File, readouts: list[_File], edges: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -147,14 +147,14 @@ def _files(src: Path) -> list[Path]:
     return [src]
 
 
-def import_gnf4(src: Path, spec: ModelSpec) -> RoutingTrace:
-    report = ReportBuilder("gnf4", spec)
-    files = [_read_file(p, spec, report) for p in _files(src)]
+def import_gnf4(src: Path, model: ModelSpec) -> RoutingTrace:
+    report = ReportBuilder("gnf4", model)
+    files = [_read_file(p, model, report) for p in _files(src)]
     report.files = [str(f.path) for f in files]
-    models = sorted({f.model for f in files})
-    if len(models) > 1:
-        raise InputError("meta.model", "must be the same in every file (mixed models)", models, source=str(src))
-    native_k = spec.moe.top_k
+    model_names = sorted({f.model_name for f in files})
+    if len(model_names) > 1:
+        raise InputError("meta.model", "must be the same in every file (mixed models)", model_names, source=str(src))
+    native_k = model.moe.top_k
     by_prompt: dict[str, list[_File]] = {}
     for f in files:
         by_prompt.setdefault(f.prompt, []).append(f)
@@ -176,20 +176,20 @@ def import_gnf4(src: Path, spec: ModelSpec) -> RoutingTrace:
         else:
             experts, bucket = native.experts, None
         segments.append(Segment(prompt, experts, DECODE, rank_bucket=bucket, token_ids=native.tokens))
-    return _finish(segments, spec, report, src, edges, common_k, files)
+    return _finish(segments, model, report, src, edges, common_k, files)
 
 
-def _finish(segments: list[Segment], spec: ModelSpec, report: ReportBuilder, src: Path,
+def _finish(segments: list[Segment], model: ModelSpec, report: ReportBuilder, src: Path,
             edges: tuple[int, ...], common_k: set[int], files: list[_File]) -> RoutingTrace:
     with_buckets = all(s.rank_bucket is not None for s in segments)
     if not with_buckets:
         for s in segments:
             s.rank_bucket = None
         report.missing.append("router rank within the top-k (ids stored sorted; no k-variant read-outs used)")
-    deeper = sorted(k for k in common_k if k > spec.moe.top_k)
+    deeper = sorted(k for k in common_k if k > model.moe.top_k)
     if deeper and with_buckets:
         report.notes.append(f"top-{deeper[-1]} read-out used only to check nesting; ranks beyond "
-                            f"{spec.moe.top_k} are not activated and not stored")
+                            f"{model.moe.top_k} are not activated and not stored")
     if any(s.token_ids is None for s in segments):
         for s in segments:
             s.token_ids = None
@@ -199,4 +199,4 @@ def _finish(segments: list[Segment], spec: ModelSpec, report: ReportBuilder, src
     names = ", ".join(sorted({f.path.name for f in files}))
     prov = Provenance(source=f"gnf4_cold_engine: {names} ({_REPO})", license="MIT", recorded_how=_HOW,
                       rank_bucket_edges=edges if with_buckets else None)
-    return build_trace(segments, tuple(range(spec.num_moe_layers)), spec, prov, report, str(src))
+    return build_trace(segments, tuple(range(model.num_moe_layers)), model, prov, report, str(src))

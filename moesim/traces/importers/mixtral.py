@@ -43,17 +43,17 @@ _HOW = ("vLLM fused_moe select_experts hook, neuralmagic/Mixtral-8x7B-Instruct-v
 Rec = tuple[int, list[int], list[float]]  # (layer, experts, weights)
 
 
-def _record(obj: Any, spec: ModelSpec, where: str) -> tuple[str, int, Rec]:
+def _record(obj: Any, model: ModelSpec, where: str) -> tuple[str, int, Rec]:
     if not isinstance(obj, dict):
         raise InputError("record", "must be a JSON object", obj, source=where)
     for key in ("problem_id", "layer", "experts", "gating_probs"):
         if key not in obj:
             raise InputError(key, "is missing", sorted(obj), source=where)
-    k, n_layers = spec.moe.top_k, spec.num_moe_layers
+    k, n_layers = model.moe.top_k, model.num_moe_layers
     layer = as_int(obj["layer"], "layer", where)
     if not 0 <= layer < n_layers:
         raise InputError("layer", f"must be in [0, {n_layers})", layer, source=where)
-    experts = check_topk(obj["experts"], k, spec.moe.num_routed_experts, "experts", where)
+    experts = check_topk(obj["experts"], k, model.moe.num_routed_experts, "experts", where)
     weights = check_weights(obj["gating_probs"], k, "gating_probs", where)
     problem = f"{obj.get('dataset', '?')}/{as_int(obj['problem_id'], 'problem_id', where)}"
     for key in ("token_idx", "token_pos"):
@@ -66,22 +66,22 @@ def _record(obj: Any, spec: ModelSpec, where: str) -> tuple[str, int, Rec]:
     raise InputError("record", "must have token_idx or token_pos", sorted(obj), source=where)
 
 
-def _decode_layout(path: Path, groups: dict[str, dict[int, list[Rec]]], spec: ModelSpec,
+def _decode_layout(path: Path, groups: dict[str, dict[int, list[Rec]]], model: ModelSpec,
                    report: ReportBuilder) -> list[Segment]:
     segs, shifted = [], 0
     for problem, layers in groups.items():
-        missing = [x for x in range(spec.num_moe_layers) if x not in layers]
+        missing = [x for x in range(model.num_moe_layers) if x not in layers]
         if missing:
             raise InputError("layers", f"must all be present for problem {problem}", f"missing {missing}",
                              source=str(path))
-        counts = [len(layers[x]) for x in range(spec.num_moe_layers)]
+        counts = [len(layers[x]) for x in range(model.num_moe_layers)]
         n_max, n_min = max(counts), min(counts)
         report.drop("records removed by the source's [0.5, 0.5] filter (inferred per layer)",
                     sum(n_max - c for c in counts))
         report.drop("tail tokens cut so every layer has a record", n_max - n_min)
         report.drop("records discarded with those tail tokens", sum(c - n_min for c in counts))
         shifted += sum(c < n_max for c in counts)
-        recs = [layers[x][:n_min] for x in range(spec.num_moe_layers)]
+        recs = [layers[x][:n_min] for x in range(model.num_moe_layers)]
         experts = np.array([[r[1] for r in layer] for layer in recs], np.int16).transpose(1, 0, 2)
         scores = np.array([[r[2] for r in layer] for layer in recs], np.float32).transpose(1, 0, 2)
         segs.append(Segment(problem, experts, DECODE, scores=scores))
@@ -93,7 +93,7 @@ def _decode_layout(path: Path, groups: dict[str, dict[int, list[Rec]]], spec: Mo
     return segs
 
 
-def _read_decode(path: Path, recs: list[tuple[int, str, int, Rec]], spec: ModelSpec,
+def _read_decode(path: Path, recs: list[tuple[int, str, int, Rec]], model: ModelSpec,
                  report: ReportBuilder) -> list[Segment]:
     groups: dict[str, dict[int, list[Rec]]] = {}
     for lineno, problem, idx, rec in recs:
@@ -102,36 +102,36 @@ def _read_decode(path: Path, recs: list[tuple[int, str, int, Rec]], spec: ModelS
             raise InputError("token_idx", f"must be {len(series)} (records of a layer in order)", idx,
                              source=f"{path}:{lineno}")
         series.append(rec)
-    return _decode_layout(path, groups, spec, report)
+    return _decode_layout(path, groups, model, report)
 
 
-def _runs(tokens: list[dict[int, Rec]], spec: ModelSpec) -> list[list[dict[int, Rec]]]:
+def _runs(tokens: list[dict[int, Rec]], model: ModelSpec) -> list[list[dict[int, Rec]]]:
     """Split at tokens missing a layer; return the runs of complete, consecutive tokens."""
     runs: list[list[dict[int, Rec]]] = [[]]
     for tok in tokens:
-        if len(tok) == spec.num_moe_layers:
+        if len(tok) == model.num_moe_layers:
             runs[-1].append(tok)
         elif runs[-1]:
             runs.append([])
     return [r for r in runs if r]
 
 
-def _raw_segments(problem: str, phase: int, tokens: list[dict[int, Rec]], spec: ModelSpec,
+def _raw_segments(problem: str, phase: int, tokens: list[dict[int, Rec]], model: ModelSpec,
                   report: ReportBuilder) -> list[Segment]:
     name = "prefill" if phase == PREFILL else "decode"
-    runs = _runs(tokens, spec)
+    runs = _runs(tokens, model)
     report.drop(f"{name} tokens missing a layer record (older |w-0.5|<0.01 filter)",
                 len(tokens) - sum(len(r) for r in runs))
     segs = []
     for i, run in enumerate(runs):
-        layers = range(spec.num_moe_layers)
+        layers = range(model.num_moe_layers)
         experts = np.array([[tok[x][1] for x in layers] for tok in run], np.int16)
         scores = np.array([[tok[x][2] for x in layers] for tok in run], np.float32)
         segs.append(Segment(f"{problem} {name} run {i}", experts, phase, scores=scores))
     return segs
 
 
-def _read_raw(path: Path, recs: list[tuple[int, str, int, Rec]], spec: ModelSpec,
+def _read_raw(path: Path, recs: list[tuple[int, str, int, Rec]], model: ModelSpec,
               report: ReportBuilder) -> list[Segment]:
     by_problem: dict[str, list[tuple[int, int, Rec]]] = {}
     for lineno, problem, pos, rec in recs:
@@ -155,8 +155,8 @@ def _read_raw(path: Path, recs: list[tuple[int, str, int, Rec]], spec: ModelSpec
                 decode[-1][layer] = rec
             prev_layer = layer
         n_pre = max(prefill) + 1 if prefill else 0
-        segs += _raw_segments(problem, PREFILL, [prefill.get(p, {}) for p in range(n_pre)], spec, report)
-        segs += _raw_segments(problem, DECODE, decode, spec, report)
+        segs += _raw_segments(problem, PREFILL, [prefill.get(p, {}) for p in range(n_pre)], model, report)
+        segs += _raw_segments(problem, DECODE, decode, model, report)
     report.notes.append(f"{path.name}: segments split where a token lost a layer record, so each holds "
                         "consecutive tokens")
     return segs
@@ -171,15 +171,15 @@ def _files(src: Path) -> list[Path]:
     return [src]
 
 
-def import_mixtral(src: Path, spec: ModelSpec) -> RoutingTrace:
-    report = ReportBuilder("mixtral-jsonl", spec)
+def import_mixtral(src: Path, model: ModelSpec) -> RoutingTrace:
+    report = ReportBuilder("mixtral-jsonl", model)
     segs: list[Segment] = []
     for path in _files(src):
         report.files.append(str(path))
         parsed = []
         for lineno, obj in read_jsonl(path):
             report.records_read += 1
-            parsed.append((lineno, *_record(obj, spec, f"{path}:{lineno}")))
+            parsed.append((lineno, *_record(obj, model, f"{path}:{lineno}")))
         if not parsed:
             raise InputError("file", "must hold at least one routing record", "empty", source=str(path))
         kinds = {idx >= 0 for _, _, idx, _ in parsed}
@@ -187,11 +187,11 @@ def import_mixtral(src: Path, spec: ModelSpec) -> RoutingTrace:
             raise InputError("records", "must all use token_idx or all token_pos (mixed layouts)", "both",
                              source=str(path))
         reader = _read_decode if kinds == {True} else _read_raw
-        segs += reader(path, parsed, spec, report)
+        segs += reader(path, parsed, model, report)
     report.missing.append("token ids")
     if not any(s.phase == PREFILL for s in segs):
         report.missing.append("prefill routing (stripped by the authors' post-processing)")
     prov = Provenance(source=f"mixtral8x7b_speculative_moe: {', '.join(Path(f).name for f in report.files)} "
                              f"({_REPO})", license="none (no LICENSE file; research use)", recorded_how=_HOW,
                       scores_kind="renormalised top-k gate weights (sum to 1), vLLM top-k order")
-    return build_trace(segs, tuple(range(spec.num_moe_layers)), spec, prov, report, str(src))
+    return build_trace(segs, tuple(range(model.num_moe_layers)), model, prov, report, str(src))

@@ -35,8 +35,8 @@ _HOW = ("llama.cpp nvmoe-trace collector (cb_eval dump of ffn_moe_topk), greedy 
         "decode steps only (sim/trace_post.py --decode-only); quantised GGUF weights")
 
 
-def _parse_line(pairs: object, ids: np.ndarray, spec: ModelSpec, where: str) -> np.ndarray:
-    k, n_exp = spec.moe.top_k, spec.moe.num_routed_experts
+def _parse_line(pairs: object, ids: np.ndarray, model: ModelSpec, where: str) -> np.ndarray:
+    k, n_exp = model.moe.top_k, model.moe.num_routed_experts
     try:
         arr = np.asarray(pairs, dtype=np.int64)
     except (ValueError, TypeError, OverflowError):
@@ -79,7 +79,7 @@ def _diagnose_layers(got: np.ndarray, ids: np.ndarray, k: int, where: str) -> No
     raise InputError("pairs", "must be grouped by layer in increasing order", got.tolist()[:24], source=where)
 
 
-def _segments(path: Path, spec: ModelSpec, n: int, lengths: Sequence[int] | None,
+def _segments(path: Path, model: ModelSpec, n: int, lengths: Sequence[int] | None,
               report: ReportBuilder) -> tuple[tuple[int, ...], tuple[str, ...]]:
     known = KNOWN_FILES.get(path.name)
     if lengths is not None:
@@ -88,8 +88,8 @@ def _segments(path: Path, spec: ModelSpec, n: int, lengths: Sequence[int] | None
                              list(lengths), source=str(path))
         return tuple(lengths), tuple(f"segment-{i}" for i in range(len(lengths)))
     if known and sum(known[1]) == n:
-        if known[0] != spec.name:
-            raise InputError("model", f"must match the file's model ({known[0]}, per SOURCE.md)", spec.name,
+        if known[0] != model.name:
+            raise InputError("model", f"must match the file's model ({known[0]}, per SOURCE.md)", model.name,
                              source=str(path))
         if len(known[1]) > 1:
             report.notes.append("workload boundaries inferred (n-1 decode steps per workload; "
@@ -99,17 +99,17 @@ def _segments(path: Path, spec: ModelSpec, n: int, lengths: Sequence[int] | None
     return (n,), (path.stem,)
 
 
-def import_nvmoe(path: Path, spec: ModelSpec, segment_lengths: Sequence[int] | None = None) -> RoutingTrace:
-    report = ReportBuilder("nvmoe", spec, files=[str(path)])
-    ids = np.arange(spec.num_dense_layers, spec.num_layers)
+def import_nvmoe(path: Path, model: ModelSpec, segment_lengths: Sequence[int] | None = None) -> RoutingTrace:
+    report = ReportBuilder("nvmoe", model, files=[str(path)])
+    ids = np.arange(model.num_dense_layers, model.num_layers)
     rows = []
     for lineno, obj in read_jsonl(path, report):
         report.records_read += 1
-        rows.append(_parse_line(obj, ids, spec, f"{path}:{lineno}"))
+        rows.append(_parse_line(obj, ids, model, f"{path}:{lineno}"))
     if not rows:
         raise InputError("file", "must hold at least one token line", "empty", source=str(path))
     experts = np.stack(rows)
-    lengths, labels = _segments(path, spec, len(rows), segment_lengths, report)
+    lengths, labels = _segments(path, model, len(rows), segment_lengths, report)
     bounds = np.cumsum((0, *lengths))
     segs = [Segment(label, experts[a:b], DECODE) for label, a, b in zip(labels, bounds[:-1], bounds[1:])]
     known = path.name in KNOWN_FILES
@@ -117,4 +117,4 @@ def import_nvmoe(path: Path, spec: ModelSpec, segment_lengths: Sequence[int] | N
         source=f"nvmoe_llamacpp/{path.name} ({_REPO})" if known else f"{path.name} (nvmoe collector format)",
         license="MIT" if known else "unknown", recorded_how=_HOW)
     report.missing += ["router scores", "token ids", "prefill tokens"]
-    return build_trace(segs, tuple(range(spec.num_moe_layers)), spec, prov, report, str(path))
+    return build_trace(segs, tuple(range(model.num_moe_layers)), model, prov, report, str(path))

@@ -49,30 +49,30 @@ class _Log:
     how: str
 
 
-def _meta(obj: Any, spec: ModelSpec, path: Path) -> tuple[int, str, str]:
+def _meta(obj: Any, model: ModelSpec, path: Path) -> tuple[int, str, str]:
     where = f"{path}:1"
     if not isinstance(obj, dict) or obj.get("type") != "meta":
         raise InputError("line 1", "must be the {\"type\": \"meta\"} record", obj, source=where)
     model_id = str(obj.get("model_id", ""))
-    if not model_id.lower().startswith(spec.hf_repo.lower()):
-        raise InputError("model_id", f"must be a {spec.hf_repo} checkpoint ({spec.name})", model_id, source=where)
+    if not model_id.lower().startswith(model.hf_repo.lower()):
+        raise InputError("model_id", f"must be a {model.hf_repo} checkpoint ({model.name})", model_id, source=where)
     logged = obj.get("layers_logged")
     if not isinstance(logged, list) or len(logged) != 1:
         raise InputError("layers_logged", "must list exactly one layer", logged, source=where)
     layer = as_int(logged[0], "layers_logged", where)
-    if not 0 <= layer < spec.num_moe_layers:
-        raise InputError("layers_logged", f"must be in [0, {spec.num_moe_layers})", layer, source=where)
-    if obj.get("top_k") != spec.moe.top_k:
-        raise InputError("top_k", f"must equal {spec.name}'s top_k ({spec.moe.top_k})", obj.get("top_k"),
+    if not 0 <= layer < model.num_moe_layers:
+        raise InputError("layers_logged", f"must be in [0, {model.num_moe_layers})", layer, source=where)
+    if obj.get("top_k") != model.moe.top_k:
+        raise InputError("top_k", f"must equal {model.name}'s top_k ({model.moe.top_k})", obj.get("top_k"),
                          source=where)
     how = f"vLLM {obj.get('vllm_version', '?')}, torch {obj.get('torch_version', '?')}, seed {obj.get('seed')}"
     return layer, model_id, how
 
 
-def _read(path: Path, spec: ModelSpec, report: ReportBuilder) -> _Log:
+def _read(path: Path, model: ModelSpec, report: ReportBuilder) -> _Log:
     head, lines = read_jsonl_head(path)
-    layer, model_id, how = _meta(head[1], spec, path)
-    k, n_exp = spec.moe.top_k, spec.moe.num_routed_experts
+    layer, model_id, how = _meta(head[1], model, path)
+    k, n_exp = model.moe.top_k, model.moe.num_routed_experts
     passes: list[tuple[list[list[int]], list[list[float]]]] = []
     for lineno, obj in lines:
         where = f"{path}:{lineno}"
@@ -105,12 +105,12 @@ def _classify(sizes: list[int], degenerate: list[bool], src: Path) -> tuple[int,
     return prefill, [i for i in range(prefill) if not degenerate[i]]
 
 
-def import_vllm_logger(src: Path, spec: ModelSpec) -> RoutingTrace:
-    report = ReportBuilder("vllm-logger", spec)
+def import_vllm_logger(src: Path, model: ModelSpec) -> RoutingTrace:
+    report = ReportBuilder("vllm-logger", model)
     paths = sorted(src.glob("moe_layer*.jsonl")) if src.is_dir() else [src]
     if not paths:
         raise InputError("folder", "must contain moe_layer*.jsonl files", str(src))
-    logs = sorted((_read(p, spec, report) for p in paths), key=lambda g: g.layer)
+    logs = sorted((_read(p, model, report) for p in paths), key=lambda g: g.layer)
     report.files = [str(g.path) for g in logs]
     _check_aligned(logs, src)
     base = logs[0].passes
@@ -130,7 +130,7 @@ def import_vllm_logger(src: Path, spec: ModelSpec) -> RoutingTrace:
         else:
             segs.append(Segment(f"decode pass {i - prefill} ({sizes[i]} rows)", ids, DECODE, scores=weights,
                                 sequential=False))
-    return _finish(segs, logs, spec, report, src)
+    return _finish(segs, logs, model, report, src)
 
 
 def _check_aligned(logs: list[_Log], src: Path) -> None:
@@ -149,12 +149,12 @@ def _check_aligned(logs: list[_Log], src: Path) -> None:
                              "truncated file?)", f"{len(got)} passes", source=str(g.path))
 
 
-def _finish(segs: list[Segment], logs: list[_Log], spec: ModelSpec, report: ReportBuilder,
+def _finish(segs: list[Segment], logs: list[_Log], model: ModelSpec, report: ReportBuilder,
             src: Path) -> RoutingTrace:
     layers = tuple(g.layer for g in logs)
-    missing = [x for x in range(spec.num_moe_layers) if x not in layers]
+    missing = [x for x in range(model.num_moe_layers) if x not in layers]
     if missing:
-        report.missing.append(f"{len(missing)} of {spec.num_moe_layers} MoE layers (not logged): {missing}")
+        report.missing.append(f"{len(missing)} of {model.num_moe_layers} MoE layers (not logged): {missing}")
     report.missing += [
         "request ids and per-prompt boundaries inside the batched prefill (need re-tokenising the prompts)",
         "row-to-request mapping of decode passes (each decode pass is a non-sequential segment)",
@@ -165,4 +165,4 @@ def _finish(segs: list[Segment], logs: list[_Log], spec: ModelSpec, report: Repo
         recorded_how=f"{logs[0].model_id}, {logs[0].how}, enforce_eager, 25 GSM8K prompts in one batch, "
                      "greedy, max_tokens 128; one run per logged layer (runs identical and deterministic)",
         scores_kind="router softmax probabilities over all experts, not renormalised, top-k order")
-    return build_trace(segs, layers, spec, prov, report, str(src))
+    return build_trace(segs, layers, model, prov, report, str(src))

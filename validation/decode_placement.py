@@ -39,11 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=64)
     args = ap.parse_args(argv)
     points = []
-    for model in MODELS:
-        spec = load_model(model)
-        total = spec.num_moe_layers * spec.moe.num_routed_experts * spec.expert_bytes("q4_0") / GiB
+    for name_of_model in MODELS:
+        model = load_model(name_of_model)
+        total = model.num_moe_layers * model.moe.num_routed_experts * model.expert_bytes("q4_0") / GiB
         for share in SHARES:
-            points += [(model, share, round(share * total, 3), name) for name in SETTINGS]
+            points += [(name_of_model, share, round(share * total, 3), name) for name in SETTINGS]
     rows = []
     for model, share, gib, name in track(points, "placement"):
         run = DecodeRun.model_validate({"model": model, "tokens": args.tokens, "warmup_tokens": args.tokens // 2,

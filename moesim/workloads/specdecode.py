@@ -27,7 +27,7 @@ from moesim.config.specdecode import AlternativeRouting, DraftAccuracy, DraftRou
 from moesim.policies.specdecode.bits import Words, layer_counts
 from moesim.policies.specdecode.predict import PredictFn
 from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, layer_mask, step_sources
-from moesim.policies.specdecode.select import path_footprints, select_confidence, select_nodes
+from moesim.policies.specdecode.select import UNIFORM, path_footprints, select_confidence, select_nodes
 from moesim.policies.specdecode.tree import DraftTrees, TreeShape, accepted_drafts, build_trees, tree_noise
 
 __all__ = ["ReplayInputs", "ReplayPolicy", "ReplayStats", "replay"]
@@ -114,7 +114,7 @@ def _step(inp: ReplayInputs, pol: ReplayPolicy, trees: DraftTrees, s: int, p: in
         if mask is not None:
             pred = _mixed(pred, inp.predict(p, pos, pol.shape.node_depth), mask, inp.n_layers)
         fp = path_footprints(trees.parent[s], pol.shape.node_depth, pred)
-        sel = select_nodes(pol.rule, trees.prob[s], fp, pred[0], pol.gamma, pol.epsilon)
+        sel = select_nodes(pol.rule, trees.prob[s], fp, pred[0], pol.gamma, pol.epsilon, UNIFORM)
         acc.hits += int(np.bitwise_count(pred[sel] & act[sel]).sum())
         acc.slots += len(sel) * inp.n_layers * inp.top_k
     chosen = np.zeros(len(src), dtype=bool)

@@ -5,7 +5,8 @@ decoding builds a draft tree per step (:mod:`moesim.policies.specdecode.tree`, t
 calibrated draft as ``specdecode``), gives every non-true node the routing of a source token
 (:mod:`moesim.policies.specdecode.routing`), selects ``gamma`` nodes by the run's rule and
 accepts the longest selected prefix of the true path plus the bonus token. ``cache-aware``
-selection reads the cache at the start of the step (:func:`select_cache_aware`).
+selection reads the cache at the start of the step
+(:class:`~moesim.policies.specdecode.select.CacheAwareCost`).
 
 Per step the routed experts are listed per MoE layer as ``(key, tokens)`` with
 ``key = layer * n_experts + expert``, sorted by key; the ``next-layer`` prefetch lists, per
@@ -28,7 +29,13 @@ from moesim.policies.decode.cache import ExpertCache
 from moesim.policies.specdecode.bits import Words, words_per_layer
 from moesim.policies.specdecode.predict import PredictFn
 from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, step_sources
-from moesim.policies.specdecode.select import path_footprints, select_cache_aware, select_confidence, select_nodes
+from moesim.policies.specdecode.select import (
+    UNIFORM,
+    CacheAwareCost,
+    path_footprints,
+    select_confidence,
+    select_nodes,
+)
 from moesim.policies.specdecode.tree import TreeShape, accepted_drafts, build_trees, tree_noise
 
 __all__ = ["StepPlan", "SpecSettings", "DecodeSteps", "cached_words"]
@@ -156,10 +163,10 @@ class DecodeSteps:
         pred = self.predict(p, src, sp.shape.node_depth)
         fp = path_footprints(self.trees.parent[s], sp.shape.node_depth, pred)
         if sp.rule == "cache-aware":
-            cached = cached_words(cache.resident(), self.n_layers, self.n_exp)
-            sel = select_cache_aware(prob, fp, pred[0], cached, sp.gamma, sp.epsilon, sp.miss_weight)
+            cost = CacheAwareCost(cached_words(cache.resident(), self.n_layers, self.n_exp), sp.miss_weight)
+            sel = select_nodes("ecospec", prob, fp, pred[0], sp.gamma, sp.epsilon, cost)
         else:
-            sel = select_nodes("ecospec", prob, fp, pred[0], sp.gamma, sp.epsilon)
+            sel = select_nodes("ecospec", prob, fp, pred[0], sp.gamma, sp.epsilon, UNIFORM)
         if self.packed is not None:
             self.predicted_hits += int(np.bitwise_count(pred[sel] & self.packed[src[sel]]).sum())
             self.predicted_slots += len(sel) * self.n_layers * self.x.shape[2]

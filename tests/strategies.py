@@ -34,6 +34,7 @@ from moesim.config.specdecode import (
 from moesim.cost.maxplus import GroupTimes, PipelineInput
 from moesim.policies.specdecode.bits import Words, pack_sets
 from moesim.policies.specdecode.predict import table_predictor
+from moesim.policies.specdecode.step import StepInputs, StepSettings
 from moesim.policies.specdecode.tree import build_trees, tree_noise, tree_shape
 from moesim.traces import RoutingTrace
 from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy
@@ -197,8 +198,9 @@ def replays(draw: st.DrawFn) -> ReplayCase:
     acc = DraftAccuracy(top1_logit_mean=draw(st.floats(-3, 5)))
     words = pack_sets(experts, n_exp)
     predict = None if rule == "confidence" else table_predictor(words[None])
-    inputs = ReplayInputs(words, predict, bounds, n_layers, k)
-    policy = ReplayPolicy(rule, draw(st.integers(1, 8)), 1.0, shape, acc, routing, draw(st.integers(1, 2)))
+    inputs = ReplayInputs(StepInputs(words, predict, n_layers, k), bounds)
+    step = StepSettings(rule, draw(st.integers(1, 8)), 1.0, shape, acc, routing)
+    policy = ReplayPolicy(step, draw(st.integers(1, 2)))
     return ReplayCase(inputs, policy, k, sum(lengths), rng)
 
 

@@ -31,9 +31,8 @@ from moesim.policies.decode.placement import (
     read_groups,
 )
 from moesim.policies.decode.replay import belady_hits
-from moesim.policies.decode.steps import DecodeSteps, SpecSettings, StepPlan
+from moesim.policies.decode.steps import DecodeSteps, SpecSettings, StepPlan, spec_settings
 from moesim.policies.predictors import LayerAheadPredictor
-from moesim.policies.specdecode.bits import pack_sets
 from moesim.policies.specdecode.build import build_predictor
 from moesim.policies.specdecode.predict import PredictFn, accuracy_table
 from moesim.policies.specdecode.temperature import draft_at_temperature
@@ -291,11 +290,11 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     spec = None
     if run.selector != "none":
         draft = draft_at_temperature(run.draft, model.name, run.temperature)[0]
-        spec = SpecSettings(run.selector, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width), draft,
-                            run.routing, _draft_ns(run, model, be),
-                            (hit_ns + ufs.latency_ns + w / ufs.B_per_ns) / max(hit_ns, 1.0))
+        spec = spec_settings(run.selector, gamma=run.gamma, epsilon=run.epsilon,
+                             shape=tree_shape(run.tree.depth, run.tree.width), draft=draft, routing=run.routing,
+                             draft_ns=_draft_ns(run, model, be),
+                             miss_weight=(hit_ns + ufs.latency_ns + w / ufs.B_per_ns) / max(hit_ns, 1.0))
     steps = DecodeSteps(experts, bounds, n_exp, run.tokens + run.warmup_tokens, next_layer, spec, predict,
-                        pack_sets(experts, n_exp) if predict is not None else None,
                         np.random.default_rng(steps_seed))
     queue_depth = check_queue_depth(run.queue_depth or device.ufs.default_queue_depth_count, device)
     reads = Reads(ufs, queue_depth, w,

@@ -40,6 +40,7 @@ from moesim.errors import InputError
 from moesim.policies.specdecode.bits import pack_sets
 from moesim.policies.specdecode.build import PredictorBuilt, build_predictor
 from moesim.policies.specdecode.predict import PredictFn
+from moesim.policies.specdecode.step import StepInputs, StepSettings
 from moesim.policies.specdecode.temperature import draft_at_temperature
 from moesim.policies.specdecode.tree import tree_shape
 from moesim.progress import phase
@@ -150,10 +151,11 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replaye
                            heldout_accuracy_by_lag=None if built.heldout_accuracy_by_lag is None
                            else list(built.heldout_accuracy_by_lag))
     phase("replaying the draft trees")
-    inputs = ReplayInputs(pack_sets(experts, n_exp), predict, bounds, model.num_moe_layers, model.moe.top_k)
-    policy = ReplayPolicy(run.selector, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width),
-                          draft_at_temperature(run.draft, model.name, run.temperature)[0], run.routing, run.passes,
-                          run.batch_size)
+    inputs = ReplayInputs(StepInputs(pack_sets(experts, n_exp), predict, model.num_moe_layers, model.moe.top_k),
+                          bounds)
+    step = StepSettings(run.selector, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width),
+                        draft_at_temperature(run.draft, model.name, run.temperature)[0], run.routing)
+    policy = ReplayPolicy(step, run.passes, run.batch_size)
     provenance = ReplayProvenance(source=trace.meta.source, synthetic=bool(trace.meta.synthetic),
                                   decode_tokens=int(len(keep)), requests=len(bounds))
     return Replayed(stats=replay(inputs, policy, np.random.default_rng(replay_seed)), choice=choice, predictor=use,

@@ -1,12 +1,14 @@
 """Replay of a decode trace through speculative-decoding steps (EcoSpec workload).
 
-Each step: the root is the trace token at position ``p`` (the last accepted, or bonus,
-token); a draft tree is proposed for positions ``p + 1 .. p + depth``; every node gets a
-routing (true nodes: the trace's next tokens; others: :mod:`moesim.policies.specdecode.routing`)
-and a predicted routing (the run's predictor); the selection rule picks ``gamma`` nodes;
-the target verifies them in one forward; the longest selected prefix of the true path is
-accepted, plus the bonus token; the next root is ``p + accepted + 1``. A request's steps
-end at its last token. The whole trace is replayed ``passes`` times with fresh draws.
+Each step (:func:`moesim.policies.specdecode.step.speculative_step`, shared with the phone
+decode): the root is the trace token at position ``p`` (the last accepted, or bonus, token); a
+draft tree is proposed for positions ``p + 1 .. p + depth``; every node gets a routing (true
+nodes: the trace's next tokens; others: :mod:`moesim.policies.specdecode.routing`) and a
+predicted routing (the run's predictor); the selection rule picks ``gamma`` nodes, every new
+expert costing the same (:data:`~moesim.policies.specdecode.select.UNIFORM`: one more read from
+HBM); the target verifies them in one forward; the longest selected prefix of the true path is
+accepted, plus the bonus token; the next root is ``p + accepted + 1``. A request's steps end at
+its last token. The whole trace is replayed ``passes`` times with fresh draws.
 
 This is a plain deterministic loop rather than a SimPy process (STYLE.md allows it here):
 verification steps are strictly sequential, batch 1, with no resource shared between
@@ -23,12 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from moesim.config.specdecode import AlternativeRouting, DraftAccuracy, DraftRouting, Selector
 from moesim.policies.specdecode.bits import Words, layer_counts
-from moesim.policies.specdecode.predict import PredictFn
-from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, layer_mask, step_sources
-from moesim.policies.specdecode.select import path_footprints, select_confidence, select_nodes
-from moesim.policies.specdecode.tree import DraftTrees, TreeShape, accepted_drafts, build_trees, tree_noise
+from moesim.policies.specdecode.select import UNIFORM
+from moesim.policies.specdecode.step import StepDraws, StepInputs, StepSettings, draw_steps, speculative_step
 
 __all__ = ["ReplayInputs", "ReplayPolicy", "ReplayStats", "replay"]
 
@@ -37,24 +36,17 @@ I64 = npt.NDArray[np.int64]
 
 @dataclass(frozen=True)
 class ReplayInputs:
-    """The trace, packed: ``actual[t]`` is token ``t``'s routing; ``predict`` names the
-    predicted sets of a step's nodes (None for confidence selection, which needs none)."""
+    """The packed trace and predictor every step reads, and the requests (segments) as token ranges."""
 
-    actual: Words                          # [T, L * wpl]
-    predict: PredictFn | None
-    bounds: tuple[tuple[int, int], ...]    # requests (segments) as token ranges
-    n_layers: int
-    top_k: int
+    step: StepInputs
+    bounds: tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True)
 class ReplayPolicy:
-    rule: Selector
-    gamma: int
-    epsilon: float
-    shape: TreeShape
-    draft: DraftAccuracy
-    routing: DraftRouting
+    """The speculative step, the passes over the trace and the requests decoded together."""
+
+    step: StepSettings
     passes: int
     batch: int = 1       # requests decoded together: one verification forward for all their trees
 
@@ -88,54 +80,20 @@ class _Acc:
     slots: int = 0
 
 
-def _mixed(first: Words, second: Words, mask: npt.NDArray[np.bool_], n_layers: int) -> Words:
-    """Per node and layer, ``second``'s words where ``mask`` is set, else ``first``'s."""
-    wide = np.repeat(mask, first.shape[1] // n_layers, axis=1)
-    out: Words = np.where(wide, second, first)
-    return out
-
-
-def _step(inp: ReplayInputs, pol: ReplayPolicy, trees: DraftTrees, s: int, p: int, seg: tuple[int, int],
-          u: npt.NDArray[np.float64], acc: _Acc) -> tuple[int, Words, int]:
-    """One request's part of a verification step rooted at ``p``: (drafts accepted, the packed
-    experts its selected nodes touch, nodes verified)."""
-    src, pos, true = step_sources(pol.routing, pol.shape.node_depth, trees.true_node[s], p, seg,
-                                  inp.actual.shape[0], u)
-    act = inp.actual[src]
-    mask = None
-    if isinstance(pol.routing, AlternativeRouting):   # alternatives share layers with the true token there
-        mask = layer_mask(u, inp.n_layers, pol.routing.layer_share)
-        mask[true] = False
-        act = _mixed(act, inp.actual[pos], mask, inp.n_layers)
-    if inp.predict is None:
-        sel = select_confidence(trees.prob[s], pol.gamma)
-    else:
-        pred = inp.predict(p, src, pol.shape.node_depth)
-        if mask is not None:
-            pred = _mixed(pred, inp.predict(p, pos, pol.shape.node_depth), mask, inp.n_layers)
-        fp = path_footprints(trees.parent[s], pol.shape.node_depth, pred)
-        sel = select_nodes(pol.rule, trees.prob[s], fp, pred[0], pol.gamma, pol.epsilon)
-        acc.hits += int(np.bitwise_count(pred[sel] & act[sel]).sum())
-        acc.slots += len(sel) * inp.n_layers * inp.top_k
-    chosen = np.zeros(len(src), dtype=bool)
-    chosen[sel] = True
-    drafts = accepted_drafts(chosen, trees.true_node[s], seg[1] - 1 - p)
-    return drafts, np.bitwise_or.reduce(act[sel], axis=0), len(sel)
-
-
 def _ar_unions(inp: ReplayInputs, batch: int, passes: int) -> tuple[I64, I64]:
     """Plain decoding of the same requests ``batch`` at a time: per step, the experts per layer
     the batch's tokens touch together ([steps, L]) and the tokens in the step ([steps])."""
     queue, out, sizes = list(inp.bounds) * passes, [], []
+    actual, n_layers = inp.step.actual, inp.step.n_layers
     lanes: list[list[int]] = []
     while queue or lanes:
         while len(lanes) < batch and queue:
             a, b = queue.pop(0)
             lanes.append([a, b])
-        out.append(layer_counts(np.bitwise_or.reduce(inp.actual[[p for p, _ in lanes]], axis=0), inp.n_layers))
+        out.append(layer_counts(np.bitwise_or.reduce(actual[[p for p, _ in lanes]], axis=0), n_layers))
         sizes.append(len(lanes))
         lanes = [[p + 1, b] for p, b in lanes if p + 1 < b]
-    return np.array(out, dtype=np.int64).reshape(-1, inp.n_layers), np.array(sizes, dtype=np.int64)
+    return np.array(out, dtype=np.int64).reshape(-1, n_layers), np.array(sizes, dtype=np.int64)
 
 
 def replay(inp: ReplayInputs, pol: ReplayPolicy, rng: np.random.Generator) -> ReplayStats:
@@ -146,17 +104,12 @@ def replay(inp: ReplayInputs, pol: ReplayPolicy, rng: np.random.Generator) -> Re
     forward, which touches the union of their experts; a request that ends is replaced by the
     next one. Each pass draws its trees and routing uniforms up front, in a fixed order, and a
     request-step takes the next draws of its pass, so batch 1 is the plain sequential replay."""
-    n_tokens, n_nodes = inp.actual.shape[0], pol.shape.n_nodes
+    n_tokens, n_layers = inp.step.actual.shape[0], inp.step.n_layers
     acc = _Acc([], [], [], [])
-
-    def draws() -> tuple[DraftTrees, npt.NDArray[np.float64]]:
-        trees = build_trees(pol.shape, pol.draft, tree_noise(rng, n_tokens, pol.shape))
-        return trees, rng.random((n_tokens, n_nodes, UNIFORMS_PER_NODE))
-
     # batch 1: one pass's draws at a time (memory); a batch may mix passes, so all are drawn first
     rounds = [list(range(pol.passes))] if pol.batch > 1 else [[i] for i in range(pol.passes)]
     for passes in rounds:
-        drawn = {i: draws() for i in passes}
+        drawn: dict[int, StepDraws] = {i: draw_steps(rng, n_tokens, pol.step) for i in passes}
         step_of = dict.fromkeys(passes, 0)
         queue = [(i, seg) for i in passes for seg in inp.bounds]
         lanes: list[_Lane] = []
@@ -167,21 +120,23 @@ def replay(inp: ReplayInputs, pol: ReplayPolicy, rng: np.random.Generator) -> Re
             union: Words | None = None
             accepted = verified = 0
             for lane in lanes:
-                trees, uniforms = drawn[lane.draws]
                 s = step_of[lane.draws]
                 step_of[lane.draws] = s + 1
-                drafts, sets, n = _step(inp, pol, trees, s, lane.pos, lane.seg, uniforms[s], acc)
+                out = speculative_step(pol.step, inp.step, drawn[lane.draws], s, lane.pos, lane.seg,
+                                       lane.seg[1] - 1 - lane.pos, UNIFORM)
+                sets = np.bitwise_or.reduce(out.routed, axis=0)
                 union = sets if union is None else union | sets
-                accepted, verified = accepted + drafts, verified + n
-                lane.pos += drafts + 1
+                accepted, verified = accepted + out.drafts, verified + len(out.sources)
+                acc.hits, acc.slots = acc.hits + out.predicted_hits, acc.slots + out.predicted_slots
+                lane.pos += out.drafts + 1
             assert union is not None
-            acc.active.append(layer_counts(union, inp.n_layers))
+            acc.active.append(layer_counts(union, n_layers))
             acc.accepted.append(accepted)
             acc.verified.append(verified)
             acc.lanes.append(len(lanes))
             lanes = [lane for lane in lanes if lane.pos < lane.seg[1]]
     ar_active, ar_lanes = _ar_unions(inp, pol.batch, pol.passes) if pol.batch > 1 else (None, None)
-    return ReplayStats(np.array(acc.active, dtype=np.int64).reshape(-1, inp.n_layers),
+    return ReplayStats(np.array(acc.active, dtype=np.int64).reshape(-1, n_layers),
                        np.array(acc.accepted, dtype=np.int64), np.array(acc.verified, dtype=np.int64),
                        acc.hits, acc.slots, np.array(acc.lanes, dtype=np.int64) if pol.batch > 1 else None,
                        ar_active, ar_lanes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -76,8 +77,8 @@ def test_identical_routing_makes_ecospec_select_like_confidence(tree: TreeCase, 
 def test_replay_invariants(case: ReplayCase) -> None:
     inputs, policy, k, n_tokens, rng = case
     stats = replay(inputs, policy, rng)
-    assert stats.accepted.max() + 1 <= policy.shape.depth + 1
+    assert stats.accepted.max() + 1 <= policy.step.shape.depth + 1
     assert ((stats.accepted + 1).sum() >= n_tokens * policy.passes)     # every token is produced
     assert (stats.active >= k).all() and (stats.active <= k * stats.verified[:, None]).all()
-    ar = replay(inputs, ReplayPolicy(policy.rule, 1, 1.0, policy.shape, policy.draft, policy.routing, 1), rng)
+    ar = replay(inputs, ReplayPolicy(replace(policy.step, gamma=1, epsilon=1.0), 1), rng)
     assert (ar.active == k).all() and (ar.accepted == 0).all()           # plain AR: E = top-k

@@ -1,11 +1,13 @@
 """The decode steps of a phone run: which tokens each step verifies and which experts they route to.
 
-Plain decoding verifies one token a step: the trace's next decode token. Speculative
-decoding builds a draft tree per step (:mod:`moesim.policies.specdecode.tree`, the same
-calibrated draft as ``specdecode``), gives every non-true node the routing of a source token
-(:mod:`moesim.policies.specdecode.routing`), selects ``gamma`` nodes by the run's rule and
-accepts the longest selected prefix of the true path plus the bonus token. ``cache-aware``
-selection reads the cache at the start of the step (:func:`select_cache_aware`).
+Plain decoding verifies one token a step: the trace's next decode token. A speculative step
+is the GPU replay's (:func:`moesim.policies.specdecode.step.speculative_step`: the same draft
+trees, calibrated draft, routing of non-true drafts, selection and acceptance): it selects
+``gamma`` nodes by the run's rule and accepts the longest selected prefix of the true path plus
+the bonus token. ``cache-aware`` is EcoSpec's greedy rule priced by the cache as it is at the
+start of the step (:class:`~moesim.policies.specdecode.select.CacheAwareCost`); ``ecospec``
+prices every expert alike, as on the GPU. A request's last token, and the last token of the
+run, are decoded plainly.
 
 Per step the routed experts are listed per MoE layer as ``(key, tokens)`` with
 ``key = layer * n_experts + expert``, sorted by key; the ``next-layer`` prefetch lists, per
@@ -19,19 +21,20 @@ replay starts again from the first request (reported as ``wrapped``). No SimPy h
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from moesim.config.specdecode import DraftAccuracy, DraftRouting
+from moesim.config.specdecode import AlternativeRouting, DraftAccuracy, DraftRouting, Selector
 from moesim.policies.decode.cache import ExpertCache
-from moesim.policies.specdecode.bits import Words, words_per_layer
+from moesim.policies.specdecode.bits import Words, pack_sets, words_per_layer
 from moesim.policies.specdecode.predict import PredictFn
-from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, step_sources
-from moesim.policies.specdecode.select import path_footprints, select_cache_aware, select_confidence, select_nodes
-from moesim.policies.specdecode.tree import TreeShape, accepted_drafts, build_trees, tree_noise
+from moesim.policies.specdecode.select import UNIFORM, CacheAwareCost, SelectionCost
+from moesim.policies.specdecode.step import StepInputs, StepSettings, draw_steps, speculative_step
+from moesim.policies.specdecode.tree import TreeShape
 
-__all__ = ["StepPlan", "SpecSettings", "DecodeSteps", "cached_words"]
+__all__ = ["StepPlan", "SpecSettings", "spec_settings", "DecodeSteps", "cached_words"]
 
 I16 = npt.NDArray[np.int16]
 I64 = npt.NDArray[np.int64]
@@ -52,14 +55,31 @@ class StepPlan:
 
 @dataclass(frozen=True)
 class SpecSettings:
-    rule: str                  # confidence | ecospec | cache-aware
-    gamma: int
-    epsilon: float
-    shape: TreeShape
-    draft: DraftAccuracy
-    routing: DraftRouting
-    draft_ns: float            # draft model time per step
-    miss_weight: float         # cache-aware: a missing expert's cost in units of a cached one's
+    """A phone run's speculative decoding: the shared step, the draft model's time per step and how
+    selection prices an expert (``miss_weight``: a missing expert's cost in units of a cached one's,
+    the cache-aware cost; None: every expert alike)."""
+
+    step: StepSettings
+    draft_ns: float
+    miss_weight: float | None
+
+
+def spec_settings(rule: Literal["confidence", "ecospec", "cache-aware"], *, gamma: int, epsilon: float,
+                  shape: TreeShape, draft: DraftAccuracy, routing: DraftRouting, draft_ns: float,
+                  miss_weight: float) -> SpecSettings:
+    """The settings of a decode rule: ``cache-aware`` is the ``ecospec`` selector with the
+    cache-aware cost (``miss_weight``); the other rules price every expert alike.
+
+    >>> from moesim.config.specdecode import MixtureRouting
+    >>> from moesim.policies.specdecode.tree import tree_shape
+    >>> sp = spec_settings("cache-aware", gamma=4, epsilon=1.0, shape=tree_shape(3, 2), draft=DraftAccuracy(),
+    ...                    routing=MixtureRouting(), draft_ns=0.0, miss_weight=9.0)
+    >>> sp.step.selector, sp.miss_weight
+    ('ecospec', 9.0)
+    """
+    selector: Selector = "ecospec" if rule == "cache-aware" else rule
+    return SpecSettings(StepSettings(selector, gamma, epsilon, shape, draft, routing), draft_ns,
+                        miss_weight if rule == "cache-aware" else None)
 
 
 def cached_words(resident: frozenset[int] | set[int], n_layers: int, n_experts: int) -> Words:
@@ -82,12 +102,12 @@ class DecodeSteps:
 
     def __init__(self, experts: I16, bounds: tuple[tuple[int, int], ...], n_experts: int, tokens: int,
                  next_layer: I16 | None, spec: SpecSettings | None, predict: PredictFn | None,
-                 packed: Words | None, rng: np.random.Generator) -> None:
+                 rng: np.random.Generator) -> None:
         self.x = experts.astype(np.int64)
         self.bounds, self.n_exp, self.tokens = bounds, n_experts, tokens
         self.n_layers = experts.shape[1]
         self.next_layer = None if next_layer is None else next_layer.astype(np.int64)
-        self.spec, self.predict, self.packed = spec, predict, packed
+        self.spec = spec
         self.offsets = (np.arange(self.n_layers, dtype=np.int64) * n_experts)[None, :, None]
         self.generated = 0
         self.seg = 0
@@ -97,9 +117,10 @@ class DecodeSteps:
         self.accepted: list[int] = []
         self.predicted_hits = self.predicted_slots = 0
         if spec is not None:
-            t = experts.shape[0]
-            self.trees = build_trees(spec.shape, spec.draft, tree_noise(rng, t, spec.shape))
-            self.uniforms = rng.random((t, spec.shape.n_nodes, UNIFORMS_PER_NODE))
+            # a step's expert lists come from its source tokens' rows, which cannot mix two routings per layer
+            assert not isinstance(spec.step.routing, AlternativeRouting), "decode has no alternative routing"
+            self.inputs = StepInputs(pack_sets(experts, n_experts), predict, self.n_layers, experts.shape[2])
+            self.draws = draw_steps(rng, experts.shape[0], spec.step)
 
     def _layers(self, rows: I64) -> tuple[tuple[tuple[tuple[int, int], ...], ...], tuple[tuple[int, ...], ...] | None]:
         keys = self.x[rows] + self.offsets                       # [n, L, k]
@@ -136,31 +157,18 @@ class DecodeSteps:
         sp = self.spec
         s = self.step % self.x.shape[0]
         self.step += 1
-        tn = self.trees.true_node[s]
-        src, _, _ = step_sources(sp.routing, sp.shape.node_depth, tn, p, (a, b), self.x.shape[0], self.uniforms[s])
-        sel = self._select(s, p, src, cache)
-        chosen = np.zeros(len(src), dtype=bool)
-        chosen[sel] = True
-        drafts = accepted_drafts(chosen, tn, min(b - 1 - p, left - 1))
-        self.accepted.append(drafts)
-        experts, prefetch = self._layers(src[sel])
-        self._advance(drafts + 1)
-        return StepPlan(len(sel), drafts + 1, experts, prefetch, sp.draft_ns, len(sel) - 1)
+        out = speculative_step(sp.step, self.inputs, self.draws, s, p, (a, b), min(b - 1 - p, left - 1),
+                               self._cost(sp, cache))
+        self.accepted.append(out.drafts)
+        self.predicted_hits += out.predicted_hits
+        self.predicted_slots += out.predicted_slots
+        experts, prefetch = self._layers(out.sources)
+        self._advance(out.drafts + 1)
+        n = len(out.sources)
+        return StepPlan(n, out.drafts + 1, experts, prefetch, sp.draft_ns, n - 1)
 
-    def _select(self, s: int, p: int, src: I64, cache: ExpertCache) -> I64:
-        sp = self.spec
-        assert sp is not None
-        prob = self.trees.prob[s]
-        if sp.rule == "confidence" or self.predict is None:
-            return select_confidence(prob, sp.gamma)
-        pred = self.predict(p, src, sp.shape.node_depth)
-        fp = path_footprints(self.trees.parent[s], sp.shape.node_depth, pred)
-        if sp.rule == "cache-aware":
-            cached = cached_words(cache.resident(), self.n_layers, self.n_exp)
-            sel = select_cache_aware(prob, fp, pred[0], cached, sp.gamma, sp.epsilon, sp.miss_weight)
-        else:
-            sel = select_nodes("ecospec", prob, fp, pred[0], sp.gamma, sp.epsilon)
-        if self.packed is not None:
-            self.predicted_hits += int(np.bitwise_count(pred[sel] & self.packed[src[sel]]).sum())
-            self.predicted_slots += len(sel) * self.n_layers * self.x.shape[2]
-        return sel
+    def _cost(self, sp: SpecSettings, cache: ExpertCache) -> SelectionCost:
+        """Every expert alike, or (cache-aware) priced by what ``cache`` holds now."""
+        if sp.miss_weight is None:
+            return UNIFORM
+        return CacheAwareCost(cached_words(cache.resident(), self.n_layers, self.n_exp), sp.miss_weight)

@@ -13,15 +13,21 @@ the draft nodes on the path root -> ``t`` (the root itself excluded: it is verif
 
 * ``confidence`` (EAGLE-3): the ``gamma - 1`` drafts of highest ``P(t)``.
 * ``ecospec``: greedy; buffer ``B`` starts as the root's predicted set; each round takes the
-  node maximising ``P(t) / (|footprint(t) \\ B| + eps)`` and adds its footprint to ``B``.
-* ``global-cost``: the ``gamma - 1`` drafts of highest ``P(t) / (|footprint(t)| + eps)``.
-* ``cache-aware`` (phone decode, :func:`select_cache_aware`): EcoSpec's greedy rule with a
-  cost that knows the expert cache ``C``: a new expert already cached costs 1 (its compute), a
-  missing one ``w`` (its compute plus its UFS read, in units of the compute):
-  ``P(t) / (|new & C| + w |new \\ C| + eps)`` with ``new = footprint(t) \\ B``.
+  node maximising ``P(t) / (cost(footprint(t) \\ B) + eps)`` and adds its footprint to ``B``.
+* ``global-cost``: the ``gamma - 1`` drafts of highest ``P(t) / (cost(footprint(t)) + eps)``.
+
+``cost`` is the run's :class:`SelectionCost`, what verifying a set of new experts costs in
+units of one expert: :class:`UniformCost` (every expert alike, ``|new|``: the GPU replay, where
+each is one more read from HBM, and the phone's plain ``ecospec``) or :class:`CacheAwareCost`
+(the phone's ``cache-aware`` rule: EcoSpec's greedy rule with a cost that knows the expert cache
+``C``: a new expert already cached costs 1 (its compute), a missing one ``w`` (its compute plus
+its UFS read, in units of the compute): ``|new & C| + w |new \\ C|``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -29,11 +35,53 @@ import numpy.typing as npt
 from moesim.config.specdecode import Selector
 from moesim.policies.specdecode.bits import Words, set_size
 
-__all__ = ["path_footprints", "select_confidence", "select_global_cost", "select_ecospec", "ecospec_scores",
-           "global_cost_scores", "select_nodes", "select_cache_aware"]
+__all__ = ["SelectionCost", "UniformCost", "CacheAwareCost", "UNIFORM", "path_footprints", "select_confidence",
+           "select_global_cost", "select_ecospec", "ecospec_scores", "global_cost_scores", "select_nodes"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+
+
+class SelectionCost(Protocol):
+    """The cost strategy of the cost-aware rules: what verifying each node's new experts costs."""
+
+    def price(self, new: Words) -> F64:
+        """``[N, W]`` packed sets of experts not yet in the buffer -> ``[N]`` costs, in units of one expert."""
+        ...
+
+
+@dataclass(frozen=True)
+class UniformCost:
+    """Every new expert costs one: ``|new|`` (the GPU, where each is one more read from HBM).
+
+    >>> UniformCost().price(np.array([[0b1011], [0]], dtype=np.uint64)).tolist()
+    [3.0, 0.0]
+    """
+
+    def price(self, new: Words) -> F64:
+        out: F64 = set_size(new).astype(np.float64)
+        return out
+
+
+@dataclass(frozen=True)
+class CacheAwareCost:
+    """A new expert costs 1 when the cache holds it, ``miss_weight`` when it must be read:
+    ``|new & C| + w |new \\ C|`` (``cached``: the cache's resident set ``C``, one packed row).
+
+    >>> CacheAwareCost(np.array([0b0011], dtype=np.uint64), 10.0).price(np.array([[0b0110]], dtype=np.uint64)).tolist()
+    [11.0]
+    """
+
+    cached: Words
+    miss_weight: float
+
+    def price(self, new: Words) -> F64:
+        out: F64 = set_size(new & self.cached) + self.miss_weight * set_size(new & ~self.cached)
+        return out
+
+
+#: the cost of the GPU replay and of EcoSpec's own rule
+UNIFORM = UniformCost()
 
 
 def path_footprints(parent: npt.NDArray[np.integer], node_depth: npt.NDArray[np.integer], own: Words) -> Words:
@@ -60,41 +108,30 @@ def select_confidence(prob: F64, gamma: int) -> I64:
     return _top(prob, gamma)
 
 
-def global_cost_scores(prob: F64, footprint: Words, eps: float) -> F64:
-    return prob / (set_size(footprint) + eps)
+def global_cost_scores(prob: F64, footprint: Words, eps: float, cost: SelectionCost = UNIFORM) -> F64:
+    """``P(t) / (cost(footprint(t)) + eps)`` for every node."""
+    return prob / (cost.price(footprint) + eps)
 
 
-def select_global_cost(prob: F64, footprint: Words, gamma: int, eps: float) -> I64:
-    return _top(global_cost_scores(prob, footprint, eps), gamma)
+def select_global_cost(prob: F64, footprint: Words, gamma: int, eps: float, cost: SelectionCost = UNIFORM) -> I64:
+    return _top(global_cost_scores(prob, footprint, eps, cost), gamma)
 
 
-def ecospec_scores(prob: F64, footprint: Words, buffer: Words, eps: float) -> F64:
-    """``P(t) / (|footprint(t) \\ B| + eps)`` for every node."""
-    return prob / (set_size(footprint & ~buffer) + eps)
+def ecospec_scores(prob: F64, footprint: Words, buffer: Words, eps: float, cost: SelectionCost = UNIFORM) -> F64:
+    """``P(t) / (cost(footprint(t) \\ B) + eps)`` for every node."""
+    return prob / (cost.price(footprint & ~buffer) + eps)
 
 
-def select_ecospec(prob: F64, footprint: Words, root_set: Words, gamma: int, eps: float) -> tuple[I64, Words]:
-    """The greedy cost-aware selection; returns the nodes and the final buffer."""
-    buffer = root_set.copy()
-    free = np.ones(len(prob), dtype=bool)
-    free[0] = False
-    chosen = [0]
-    for _ in range(min(gamma, len(prob)) - 1):
-        score = np.where(free, ecospec_scores(prob, footprint, buffer, eps), -np.inf)
-        best = int(np.argmax(score))
-        chosen.append(best)
-        free[best] = False
-        buffer |= footprint[best]
-    return np.sort(np.array(chosen, dtype=np.int64)), buffer
-
-
-def select_cache_aware(prob: F64, footprint: Words, root_set: Words, cached: Words, gamma: int, eps: float,
-                       miss_weight: float) -> I64:
-    """EcoSpec's greedy selection where a missing expert weighs ``miss_weight`` and a cached one 1.
+def select_ecospec(prob: F64, footprint: Words, root_set: Words, gamma: int, eps: float,
+                   cost: SelectionCost = UNIFORM) -> tuple[I64, Words]:
+    """The greedy cost-aware selection; returns the nodes and the final buffer.
 
     >>> fp = np.array([[0], [1], [2]], dtype=np.uint64)        # node 1 needs expert 0, node 2 expert 1
-    >>> cached = np.array([2], dtype=np.uint64)                # expert 1 is cached
-    >>> select_cache_aware(np.array([1.0, 0.6, 0.5]), fp, fp[0], cached, 2, 1.0, 10.0).tolist()
+    >>> prob = np.array([1.0, 0.6, 0.5])
+    >>> select_ecospec(prob, fp, fp[0], 2, 1.0)[0].tolist()    # alike: the more probable node
+    [0, 1]
+    >>> cached = np.array([2], dtype=np.uint64)                # expert 1 is cached, expert 0 costs 10
+    >>> select_ecospec(prob, fp, fp[0], 2, 1.0, CacheAwareCost(cached, 10.0))[0].tolist()
     [0, 2]
     """
     buffer = root_set.copy()
@@ -102,23 +139,21 @@ def select_cache_aware(prob: F64, footprint: Words, root_set: Words, cached: Wor
     free[0] = False
     chosen = [0]
     for _ in range(min(gamma, len(prob)) - 1):
-        new = footprint & ~buffer
-        cost = set_size(new & cached) + miss_weight * set_size(new & ~cached)
-        score = np.where(free, prob / (cost + eps), -np.inf)
+        score = np.where(free, ecospec_scores(prob, footprint, buffer, eps, cost), -np.inf)
         best = int(np.argmax(score))
         chosen.append(best)
         free[best] = False
         buffer |= footprint[best]
-    return np.sort(np.array(chosen, dtype=np.int64))
+    return np.sort(np.array(chosen, dtype=np.int64)), buffer
 
 
 def select_nodes(rule: Selector, prob: F64, footprint: Words | None, root_set: Words | None, gamma: int,
-                 eps: float) -> I64:
+                 eps: float, cost: SelectionCost) -> I64:
     """Dispatch on the rule name; ``footprint``/``root_set`` may be None for ``confidence``."""
     if rule == "confidence":
         return select_confidence(prob, gamma)
     assert footprint is not None, f"{rule} needs footprints"
     if rule == "global-cost":
-        return select_global_cost(prob, footprint, gamma, eps)
+        return select_global_cost(prob, footprint, gamma, eps, cost)
     assert rule == "ecospec" and root_set is not None, rule
-    return select_ecospec(prob, footprint, root_set, gamma, eps)[0]
+    return select_ecospec(prob, footprint, root_set, gamma, eps, cost)[0]

@@ -31,7 +31,7 @@ from moesim.policies.decode.placement import (
     read_groups,
 )
 from moesim.policies.decode.replay import belady_hits
-from moesim.policies.decode.steps import DecodeSteps, SpecSettings, StepPlan, spec_settings
+from moesim.policies.decode.steps import DecodeSteps, Speculation, StepPlan, decode_speculation
 from moesim.policies.predictors import LayerAheadPredictor
 from moesim.policies.specdecode.build import build_predictor
 from moesim.policies.specdecode.predict import PredictFn, accuracy_table
@@ -287,14 +287,15 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     predict = _node_predictor(run, experts, bounds, token_ids, n_exp, pred_rng)
     ufs = ufs_params(device, into_arena=backend == "npu")
     hit_ns = ffn_op(1, model.hidden_size, model.moe.expert_intermediate_size, w, be, expert=True).total_ns
-    spec = None
+    speculation = None
     if run.selector != "none":
         draft = draft_at_temperature(run.draft, model.name, run.temperature)[0]
-        spec = spec_settings(run.selector, gamma=run.gamma, epsilon=run.epsilon,
-                             shape=tree_shape(run.tree.depth, run.tree.width), draft=draft, routing=run.routing,
-                             draft_ns=_draft_ns(run, model, be),
-                             miss_weight=(hit_ns + ufs.latency_ns + w / ufs.B_per_ns) / max(hit_ns, 1.0))
-    steps = DecodeSteps(experts, bounds, n_exp, run.tokens + run.warmup_tokens, next_layer, spec, predict,
+        speculation = decode_speculation(run.selector, gamma=run.gamma, epsilon=run.epsilon,
+                                         shape=tree_shape(run.tree.depth, run.tree.width), draft=draft,
+                                         routing=run.routing,
+                                         draft_ns=_draft_ns(run, model, be),
+                                         miss_weight=(hit_ns + ufs.latency_ns + w / ufs.B_per_ns) / max(hit_ns, 1.0))
+    steps = DecodeSteps(experts, bounds, n_exp, run.tokens + run.warmup_tokens, next_layer, speculation, predict,
                         np.random.default_rng(steps_seed))
     queue_depth = check_queue_depth(run.queue_depth or device.ufs.default_queue_depth_count, device)
     reads = Reads(ufs, queue_depth, w,
@@ -314,7 +315,7 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
                                   decode_tokens=int(len(keep)), requests=len(bounds), wrapped=steps.wrapped)
     sized = _Sized(memory=memory, cache_B=cache_B, slots=slots, pinned_slots=n_pinned, queue_depth=queue_depth,
                    preload=tuple(range(n_keys)) if run.cache_policy == "resident" else tuple(pinned), notes=notes)
-    return DecodeResult(_metrics(run, model, device, measured, steps, sized, provenance, wall0, spec),
+    return DecodeResult(_metrics(run, model, device, measured, steps, sized, provenance, wall0, speculation),
                         spans=sim.recorder.frame(), accesses=measured.accesses)
 
 
@@ -334,7 +335,8 @@ class _Sized:
 
 
 def _metrics(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, m: DecodeMeasured, steps: DecodeSteps,
-             sized: _Sized, provenance: DecodeProvenance, wall0: float, spec: SpecSettings | None) -> DecodeMetrics:
+             sized: _Sized, provenance: DecodeProvenance, wall0: float,
+             speculation: Speculation | None) -> DecodeMetrics:
     total_ns = max(sum(m.step_ns), 1)
     tokens = sum(m.emitted)
     accesses = m.hits + m.misses
@@ -351,7 +353,7 @@ def _metrics(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, m: Deco
         tokens=run.tokens, context=run.context, cache_policy=run.cache_policy, cache_GiB=sized.cache_B / GiB,
         cache_slots=capacity, pinned_slots=sized.pinned_slots, prefetch=run.prefetch, selector=run.selector,
         gamma=run.gamma if run.selector != "none" else 1, backend=run.backend, queue_depth=sized.queue_depth,
-        predictor=run.predictor, t_draft_ms=(spec.draft_ns / 1e6) if spec else 0.0)
+        predictor=run.predictor, t_draft_ms=(speculation.draft_ns / 1e6) if speculation else 0.0)
     n_steps = len(m.step_ns)
     measured_keys = sum(len(s) for s in measured)
     return DecodeMetrics(
@@ -368,7 +370,7 @@ def _metrics(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, m: Deco
         memory_GiB={k: v / GiB for k, v in memory_all.items()},
         bubble_share_total=m.bubble_ns / total_ns,
         mean_active_experts=float(np.mean(m.active)) if m.active else 0.0,
-        acceptance_length=tokens / n_steps if spec is not None and n_steps else None,
+        acceptance_length=tokens / n_steps if speculation is not None and n_steps else None,
         mean_verified_tokens=float(np.mean(m.verified)) if m.verified else 0.0,
         steps=n_steps,
         cache={"hits": m.hits, "misses": m.misses, "late_hits": m.late_hits,

@@ -34,7 +34,7 @@ from moesim.policies.specdecode.select import UNIFORM, CacheAwareCost, Selection
 from moesim.policies.specdecode.step import StepInputs, StepSettings, draw_steps, speculative_step
 from moesim.policies.specdecode.tree import TreeShape
 
-__all__ = ["StepPlan", "SpecSettings", "spec_settings", "DecodeSteps", "cached_words"]
+__all__ = ["StepPlan", "Speculation", "decode_speculation", "DecodeSteps", "cached_words"]
 
 I16 = npt.NDArray[np.int16]
 I64 = npt.NDArray[np.int64]
@@ -54,7 +54,7 @@ class StepPlan:
 
 
 @dataclass(frozen=True)
-class SpecSettings:
+class Speculation:
     """A phone run's speculative decoding: the shared step, the draft model's time per step and how
     selection prices an expert (``miss_weight``: a missing expert's cost in units of a cached one's,
     the cache-aware cost; None: every expert alike)."""
@@ -64,21 +64,21 @@ class SpecSettings:
     miss_weight: float | None
 
 
-def spec_settings(rule: Literal["confidence", "ecospec", "cache-aware"], *, gamma: int, epsilon: float,
-                  shape: TreeShape, draft: DraftAccuracy, routing: DraftRouting, draft_ns: float,
-                  miss_weight: float) -> SpecSettings:
+def decode_speculation(rule: Literal["confidence", "ecospec", "cache-aware"], *, gamma: int, epsilon: float,
+                       shape: TreeShape, draft: DraftAccuracy, routing: DraftRouting, draft_ns: float,
+                       miss_weight: float) -> Speculation:
     """The settings of a decode rule: ``cache-aware`` is the ``ecospec`` selector with the
     cache-aware cost (``miss_weight``); the other rules price every expert alike.
 
     >>> from moesim.config.specdecode import MixtureRouting
     >>> from moesim.policies.specdecode.tree import tree_shape
-    >>> sp = spec_settings("cache-aware", gamma=4, epsilon=1.0, shape=tree_shape(3, 2), draft=DraftAccuracy(),
-    ...                    routing=MixtureRouting(), draft_ns=0.0, miss_weight=9.0)
+    >>> sp = decode_speculation("cache-aware", gamma=4, epsilon=1.0, shape=tree_shape(3, 2), draft=DraftAccuracy(),
+    ...                         routing=MixtureRouting(), draft_ns=0.0, miss_weight=9.0)
     >>> sp.step.selector, sp.miss_weight
     ('ecospec', 9.0)
     """
     selector: Selector = "ecospec" if rule == "cache-aware" else rule
-    return SpecSettings(StepSettings(selector, gamma, epsilon, shape, draft, routing), draft_ns,
+    return Speculation(StepSettings(selector, gamma, epsilon, shape, draft, routing), draft_ns,
                         miss_weight if rule == "cache-aware" else None)
 
 
@@ -101,13 +101,13 @@ class DecodeSteps:
     cache is read, never changed: ``cache-aware`` selection prices a step's experts by it)."""
 
     def __init__(self, experts: I16, bounds: tuple[tuple[int, int], ...], n_experts: int, tokens: int,
-                 next_layer: I16 | None, spec: SpecSettings | None, predict: PredictFn | None,
+                 next_layer: I16 | None, speculation: Speculation | None, predict: PredictFn | None,
                  rng: np.random.Generator) -> None:
         self.x = experts.astype(np.int64)
         self.bounds, self.n_exp, self.tokens = bounds, n_experts, tokens
         self.n_layers = experts.shape[1]
         self.next_layer = None if next_layer is None else next_layer.astype(np.int64)
-        self.spec = spec
+        self.speculation = speculation
         self.offsets = (np.arange(self.n_layers, dtype=np.int64) * n_experts)[None, :, None]
         self.generated = 0
         self.seg = 0
@@ -116,11 +116,11 @@ class DecodeSteps:
         self.step = 0
         self.accepted: list[int] = []
         self.predicted_hits = self.predicted_slots = 0
-        if spec is not None:
+        if speculation is not None:
             # a step's expert lists come from its source tokens' rows, which cannot mix two routings per layer
-            assert not isinstance(spec.step.routing, AlternativeRouting), "decode has no alternative routing"
+            assert not isinstance(speculation.step.routing, AlternativeRouting), "decode has no alternative routing"
             self.inputs = StepInputs(pack_sets(experts, n_experts), predict, self.n_layers, experts.shape[2])
-            self.draws = draw_steps(rng, experts.shape[0], spec.step)
+            self.draws = draw_steps(rng, experts.shape[0], speculation.step)
 
     def _layers(self, rows: I64) -> tuple[tuple[tuple[tuple[int, int], ...], ...], tuple[tuple[int, ...], ...] | None]:
         keys = self.x[rows] + self.offsets                       # [n, L, k]
@@ -150,11 +150,11 @@ class DecodeSteps:
             return None
         a, b = self.bounds[self.seg]
         p = self.pos
-        if self.spec is None or b - 1 - p == 0 or left == 1:
+        if self.speculation is None or b - 1 - p == 0 or left == 1:
             experts, prefetch = self._layers(np.array([p]))
             self._advance(1)
             return StepPlan(1, 1, experts, prefetch)
-        sp = self.spec
+        sp = self.speculation
         s = self.step % self.x.shape[0]
         self.step += 1
         out = speculative_step(sp.step, self.inputs, self.draws, s, p, (a, b), min(b - 1 - p, left - 1),
@@ -167,7 +167,7 @@ class DecodeSteps:
         n = len(out.sources)
         return StepPlan(n, out.drafts + 1, experts, prefetch, sp.draft_ns, n - 1)
 
-    def _cost(self, sp: SpecSettings, cache: ExpertCache) -> SelectionCost:
+    def _cost(self, sp: Speculation, cache: ExpertCache) -> SelectionCost:
         """Every expert alike, or (cache-aware) priced by what ``cache`` holds now."""
         if sp.miss_weight is None:
             return UNIFORM

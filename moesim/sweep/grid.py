@@ -24,7 +24,7 @@ from moesim.config.loading import read_toml, validate_data
 from moesim.config.prefill import PolicyName, Prefetch, policy_options
 from moesim.config.profiles import load_profile, override_profile
 from moesim.config.specdecode import DraftTree, Selector
-from moesim.errors import InputError
+from moesim.errors import InputError, deprecated
 from moesim.sweep.check import check_policy_options, check_values, grid_size, policy_option_notes
 
 __all__ = ["WORKLOADS", "PrefillParams", "SpecDecodeParams", "DecodeParams", "Point", "Grid", "GridTooLarge",
@@ -203,6 +203,22 @@ def _point_id(params: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
 
 
+#: decode parameters renamed in this release (one word per meaning), old -> new; a grid that still
+#: uses an old name runs, with a deprecation line
+_DECODE_RENAMED = {"spec": "selector"}
+
+
+def _renamed_decode(data: dict[str, Any], fixed: dict[str, Any], axes: dict[str, Any]) -> dict[str, Any]:
+    """Rename old decode parameter names in place in ``fixed``/``axes`` and in the raw ``data``."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    for table in (fixed, axes, out.get("fixed", {}), out.get("axes", {})):
+        for old, new in _DECODE_RENAMED.items():
+            if old in table and new not in table:
+                deprecated(f"grid parameter {old!r}", repr(new))
+                table[new] = table.pop(old)
+    return out
+
+
 def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | None = None) -> Grid:
     """Validate grid data (a parsed TOML document) and expand it into points.
 
@@ -219,6 +235,8 @@ def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | Non
         raise InputError("fixed.workload", f"is required ({_WORKLOAD_NAMES})", show_value=False, source=source)
     if workload not in WORKLOADS:
         raise InputError("fixed.workload", f"must be {_WORKLOAD_NAMES}", workload, source=source)
+    if workload == "decode":
+        data = _renamed_decode(data, fixed, axes)
     for name, values in {**axes, **axes_over}.items():
         if not isinstance(values, list):
             raise InputError(f"axes.{name}", "must be a list of values", values, source=source)

@@ -81,3 +81,18 @@ def test_a_decode_grid_gives_the_same_table_on_dask(tmp_path: Path) -> None:
         there = run_sweep(grid, tmp_path / "dask.parquet", scheduler=client).frame
     drop = [c for c in WALL_CLOCK_COLUMNS if c in here.columns]
     pd.testing.assert_frame_equal(here.drop(columns=drop), there.drop(columns=drop))
+
+
+def test_a_grid_with_the_old_selector_name_runs_with_a_deprecation_line(tmp_path: Path, run_cli: Any) -> None:
+    """``spec`` (before the one-word renames) still names decode's selector for one release."""
+    body = '[fixed]\nworkload = "decode"\nmodel = "olmoe-1b-7b"\ntokens = 4\n[axes]\n{} = ["none", "confidence"]\n'
+    tables = []
+    for name in ("selector", "spec"):
+        grid = tmp_path / f"{name}.toml"
+        grid.write_text(body.format(name))
+        out = tmp_path / f"{name}.parquet"
+        res = run_cli("sweep", str(grid), "-o", str(out), "--workers", "1")
+        assert res.code == 0, res.err
+        assert ("grid parameter 'spec' is deprecated; use 'selector'" in res.err) == (name == "spec")
+        tables.append(pd.read_parquet(out)[["selector", "tokens_per_s", "cache_hit_rate"]])
+    pd.testing.assert_frame_equal(tables[0], tables[1])

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 from pydantic import Field, PositiveInt
 
 from moesim.config.base import Frozen
+from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.errors import InputError
 
 __all__ = ["Prefetch", "PREFETCH_POINTS", "EStreamPolicy", "ResidentPolicy", "NaivePolicy", "LayerB2Policy",
@@ -129,11 +130,12 @@ def build_policy(kind: str, options: Mapping[str, Any], *, strict: bool = True) 
 
 
 class PrefillRun(Frozen):
-    """Everything one prefill simulation needs, fully resolved names included."""
+    """Everything one prefill simulation needs, fully resolved names included; the defaults are
+    those of ``moesim prefill`` (and of a prefill grid), so that each exists once."""
 
-    model: str
-    device: str
-    tokens: Annotated[int, Field(gt=0, le=2**31 - 1)]
+    model: str = DEFAULT_MODEL
+    device: str = DEFAULT_PHONE_DEVICE
+    tokens: Annotated[int, Field(gt=0, le=2**31 - 1)] = Field(1024, description="prompt length")
     policy: PrefillPolicy = Field(default_factory=EStreamPolicy)
     memory_budget_GiB: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
     trace: str | None = Field(None, description="canonical trace file; None = the model's default source")

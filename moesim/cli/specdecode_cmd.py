@@ -101,7 +101,8 @@ def _default(name: str) -> Any:
 @click.option("--width", type=int, default=field_default(DraftTree, "width"), show_default=True,
               help="Tokens kept per draft step.")
 @click.option("--draft-routing", default=_default("routing").kind, show_default=True,
-              help="Routing of non-true drafts: mixture[:SHARE], nearby[:W], request, trace, same-position.")
+              help="Routing of non-true drafts: mixture[:SHARE], nearby[:W], request, trace, same-position, "
+              "alternative[:SHARE].")
 @click.option("--epsilon", type=float, default=_default("epsilon"), show_default=True,
               help="Score epsilon: P / (cost + eps).")
 @click.option("--t-draft-ms", type=float, help="Draft time per step (default: published or estimated).")

@@ -37,7 +37,7 @@ class Config:
     queue_depth: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoredProfile:
     """Service times of one (model, device, prompt routing) plus what every G needs."""
 
@@ -67,7 +67,8 @@ def build_profile(st: ServiceTimes, group_sizes: list[int] | None = None) -> Sto
         for gate in PREFETCH_POINTS:
             lower[(g, gate)] = lower_bound(inp, gate)
         monotone[g] = all(t.active for layer in inp.groups for t in layer)
-    return StoredProfile(st, inputs, lower, monotone, (time.perf_counter() - t0) * 1e3)
+    return StoredProfile(st=st, inputs=inputs, lower_ns=lower, monotone=monotone,
+                         build_ms=(time.perf_counter() - t0) * 1e3)
 
 
 def max_banks(profile: StoredProfile, g: int) -> int:

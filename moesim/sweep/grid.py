@@ -148,7 +148,7 @@ class Point:
         return {"workload": workload, "index": self.index, "id": self.id, "params": dict(self.params)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Grid:
     workload: str
     source: str
@@ -264,8 +264,8 @@ def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | Non
         points.append(Point(index, _point_id({"workload": workload, **params}), params))
     _check_overrides(workload, points, source)
     digest = json.dumps({"workload": workload, "points": [p.params for p in points]}, sort_keys=True)
-    return Grid(workload, source, all_fixed, all_axes, tuple(points),
-                hashlib.sha256(digest.encode()).hexdigest()[:16])
+    return Grid(workload=workload, source=source, fixed=all_fixed, axes=all_axes, points=tuple(points),
+                hash=hashlib.sha256(digest.encode()).hexdigest()[:16])
 
 
 def _no_booleans(fixed: dict[str, Any], axes: dict[str, Any], source: str) -> None:

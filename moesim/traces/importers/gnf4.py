@@ -148,7 +148,7 @@ def _files(src: Path) -> list[Path]:
 
 
 def import_gnf4(src: Path, spec: ModelSpec) -> RoutingTrace:
-    report = ReportBuilder("gnf4", spec)
+    report = ReportBuilder(format="gnf4", model=spec)
     files = [_read_file(p, spec, report) for p in _files(src)]
     report.files = [str(f.path) for f in files]
     models = sorted({f.model for f in files})
@@ -175,7 +175,8 @@ def import_gnf4(src: Path, spec: ModelSpec) -> RoutingTrace:
             experts, bucket = _buckets(native, used, edges)
         else:
             experts, bucket = native.experts, None
-        segments.append(Segment(prompt, experts, DECODE, rank_bucket=bucket, token_ids=native.tokens))
+        segments.append(Segment(label=prompt, experts=experts, phase=DECODE, rank_bucket=bucket,
+                                token_ids=native.tokens))
     return _finish(segments, spec, report, src, edges, common_k, files)
 
 

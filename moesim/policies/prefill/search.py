@@ -86,7 +86,7 @@ def space(profile: StoredProfile, arena_budget_B: int | None) -> list[Config]:
     return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Choice:
     config: Config
     ttft_ns: int
@@ -161,7 +161,8 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = 
             best = (key, cfg, ttft)
     if best is None:
         return None
-    return Choice(best[1], best[2], evaluated, (time.perf_counter() - t0) * 1e3, curve)
+    return Choice(config=best[1], ttft_ns=best[2], evaluated=evaluated, selection_ms=(time.perf_counter() - t0) * 1e3,
+                  per_group_size=curve)
 
 
 def _select_fixed(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch, group_size: int | None,
@@ -183,4 +184,4 @@ def _select_fixed(profile: StoredProfile, arena_budget_B: int | None, gate: Pref
                     best = (key, cfg, ttft)
     if best is None:
         return None
-    return Choice(best[1], best[2], evaluated, (time.perf_counter() - t0) * 1e3)
+    return Choice(config=best[1], ttft_ns=best[2], evaluated=evaluated, selection_ms=(time.perf_counter() - t0) * 1e3)

@@ -21,7 +21,7 @@ from moesim.config.base import Frozen, field_default
 from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
 from moesim.config.loading import read_toml, validate_data
-from moesim.config.prefill import PolicyName, Prefetch, PrefillRun, policy_options
+from moesim.config.prefill import POLICY_MODELS, PolicyName, PrefillRun, policy_options
 from moesim.config.profiles import load_profile, override_profile
 from moesim.config.specdecode import DraftTree, Selector, SpecDecodeRun
 from moesim.errors import InputError
@@ -47,23 +47,30 @@ class _Params(Frozen):
     """The parameters a grid of one workload may fix or sweep."""
 
 
-class PrefillParams(_Params):
-    """What a prefill grid may fix or sweep: the defaults are PrefillRun's (those of ``moesim
-    prefill``); the value checks are the run's, made for every value before any point runs
-    (:func:`moesim.sweep.check.check_values`), so that a refusal names the axis and the value."""
+def _prefill_params() -> type[_Params]:
+    """What a prefill grid may fix or sweep: PrefillRun's own fields with its defaults (those of
+    ``moesim prefill``), and every policy option (:func:`moesim.config.prefill.policy_options`)
+    with the type of the first policy that takes it, unset by default (the policy's own default
+    applies), so a new policy option is a grid parameter with no edit here. The value checks are
+    the run's, made for every value before any point runs (:func:`moesim.sweep.check.check_values`),
+    so that a refusal names the axis and the value."""
+    fields: dict[str, Any] = {
+        "model": (str, field_default(PrefillRun, "model")), "device": (str, field_default(PrefillRun, "device")),
+        "tokens": (PositiveInt, field_default(PrefillRun, "tokens")),
+        "policy": (PolicyName, field_default(PrefillRun, "policy").kind)}
+    for option in _TAKES:
+        info = next(m.model_fields[option] for m in POLICY_MODELS if option in m.model_fields)
+        item: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+        fields[option] = (item | None, Field(None, description=_takes(option)))
+    fields.update({"memory_budget_GiB": (PositiveFloat | None, None), "trace": (str | None, None),
+                   "seed": (int, field_default(PrefillRun, "seed"))})
+    model: type[_Params] = create_model("PrefillParams", __base__=_Params,
+                                        __doc__="What a prefill grid may fix or sweep (defaults of moesim prefill).",
+                                        **fields)
+    return model
 
-    model: str = field_default(PrefillRun, "model")
-    device: str = field_default(PrefillRun, "device")
-    tokens: PositiveInt = field_default(PrefillRun, "tokens")
-    policy: PolicyName = field_default(PrefillRun, "policy").kind
-    group_size: PositiveInt | None = Field(None, description=_takes("group_size"))
-    banks: Annotated[int, Field(ge=2)] | None = Field(None, description=_takes("banks"))
-    queue_depth: PositiveInt | None = Field(None, description=_takes("queue_depth"))
-    prefetch: Prefetch | None = Field(None, description=_takes("prefetch"))
-    ubatch_tokens: PositiveInt | None = Field(None, description=_takes("ubatch_tokens"))
-    memory_budget_GiB: PositiveFloat | None = None
-    trace: str | None = None
-    seed: int = field_default(PrefillRun, "seed")
+
+PrefillParams = _prefill_params()
 
 
 def _spec(name: str) -> Any:

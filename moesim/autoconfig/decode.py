@@ -37,7 +37,7 @@ CACHE_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 SEARCHED_POLICIES = ("lru", "lfu", "pinned")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DecodeChoice:
     run: DecodeRun
     tokens_per_s: float
@@ -133,7 +133,8 @@ def choose(base: DecodeRun, budget_gib: float, screen_tokens: int = 16, keep: in
     best = max(order, key=lambda i: (full[i], -i))
     table = tuple({**settings[i], "screened_tokens_per_s": screened[i], "tokens_per_s": full.get(i)}
                   for i in range(len(settings)))
-    return DecodeChoice(runs[best], full[best], len(settings) + len(order), time.perf_counter() - t0, table)
+    return DecodeChoice(run=runs[best], tokens_per_s=full[best], simulations=len(settings) + len(order),
+                        seconds=time.perf_counter() - t0, table=table)
 
 
 def exhaustive(base: DecodeRun, budget_gib: float, policies: tuple[str, ...] = ("lru",)) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ from moesim.units import GiB
 __all__ = ["AutoconfigCase", "prepare", "autoconfigure", "exhaustive", "arena_budget"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AutoconfigCase:
     """Everything fixed for one selection: model, device, routing, budget, stored profile."""
 
@@ -68,7 +68,8 @@ def prepare(model_name: str, device: str | MobileNPUProfile, tokens: int, trace:
         if use_store:
             save_service_times(st, key)
     base = base_memory(model, dev, tokens, int(counts.max()))
-    return AutoconfigCase(model, dev, tokens, routing, info, base, build_profile(st), stored)
+    return AutoconfigCase(model=model, device=dev, tokens=tokens, routing=routing, provenance=info, base=base,
+                          profile=build_profile(st), from_store=stored)
 
 
 def arena_budget(case: AutoconfigCase, budget_GiB: float) -> int:
@@ -97,7 +98,7 @@ def simulate_config(case: AutoconfigCase, cfg: StreamSetting, gate: Prefetch, bu
     return round(simulate_routing(run, case.model, case.device, case.routing, case.provenance).ttft_s * 1e9)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Exhaustive:
     best: StreamSetting
     best_ttft_ns: int
@@ -114,4 +115,5 @@ def exhaustive(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non-ff
     configs = list(space(case.profile, arena_budget(case, budget_GiB)))
     results = {cfg: simulate_config(case, cfg, gate) for cfg in (progress(configs) if progress else configs)}
     best = min(results, key=lambda c: (results[c], case.profile.arena_B(c), c.queue_depth, c.group_size))
-    return Exhaustive(best, results[best], len(results), time.perf_counter() - t0, results)
+    return Exhaustive(best=best, best_ttft_ns=results[best], configs=len(results), wall_s=time.perf_counter() - t0,
+                      ttft_ns=results)

@@ -53,7 +53,9 @@ def load_service_times(key: str) -> ServiceTimes | None:
             n_tokens, expert_B, tail_ns, latency_ns, dense = (int(v) for v in z["scalars"])
             bw, call = (float(v) for v in z["rates"])
             costs = tuple(tuple(OpCost(float(m), float(v), float(o)) for m, v, o in layer) for layer in z["costs"])
-            return ServiceTimes(str(z["model"]), n_tokens, expert_B, tuple(int(v) for v in z["non_ffn_ns"]), tail_ns,
-                                latency_ns, bw, call, z["counts"].copy(), costs, dense)
+            return ServiceTimes(model=str(z["model"]), n_tokens=n_tokens, expert_B=expert_B,
+                                non_ffn_ns=tuple(int(v) for v in z["non_ffn_ns"]), tail_ns=tail_ns,
+                                latency_ns=latency_ns, B_per_ns=bw, call_overhead_ns=call, counts=z["counts"].copy(),
+                                expert_costs=costs, num_dense_layers=dense)
     except (OSError, KeyError, ValueError):
         return None          # a damaged cache entry is rebuilt, never trusted

@@ -71,7 +71,7 @@ def dense_prefill_s(model: ModelSpec, ffn: int, tokens: int, be: Backend, ubatch
     norms and the per-layer graph cost; then the output head for the last token.
 
     >>> from moesim.cost.params import Backend
-    >>> cpu = Backend("cpu", mat_flop_per_ns=500.0, weight_B_per_ns=60.0, elem_B_per_ns=60.0,
+    >>> cpu = Backend(name="cpu", mat_flop_per_ns=500.0, weight_B_per_ns=60.0, elem_B_per_ns=60.0,
     ...               tile_rows=1, call_overhead_ns=0.0)
     >>> round(dense_prefill_s(QWEN3_4B, _QWEN3_4B_FFN, 512, cpu), 2)
     7.61
@@ -103,7 +103,7 @@ _DECODE_SRC = ("llama.cpp PR #21554 (HMX mat_mul optimisation): Galaxy S26+ (Hex
                "llama-cli eval rates")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DenseDecode:
     """A published one-token decode rate of a dense Q4_0 model (the shape for its bytes)."""
 
@@ -131,8 +131,10 @@ class DenseDecode:
 #: Qwen3-4B (36 layers, hidden 2560, q 32 x 128, kv 8 x 128, FFN 9728) "eval about 21.6 tok/s";
 #: Qwen3-0.6B (28 layers, hidden 1024, q 16 x 128, kv 8 x 128, FFN 3072) 84.6 tok/s
 LLAMACPP_DECODE = (
-    DenseDecode("qwen3-4b-decode", 36, 2560, 4096, 1024, 9728, 151936, 21.6, _DECODE_SRC + ", about 21.6 tok/s"),
-    DenseDecode("qwen3-0.6b-decode", 28, 1024, 2048, 1024, 3072, 151936, 84.6, _DECODE_SRC),
+    DenseDecode(name="qwen3-4b-decode", layers=36, hidden=2560, q_dim=4096, kv_dim=1024, ffn=9728, vocab=151936,
+                tokens_per_s=21.6, source=_DECODE_SRC + ", about 21.6 tok/s"),
+    DenseDecode(name="qwen3-0.6b-decode", layers=28, hidden=1024, q_dim=2048, kv_dim=1024, ffn=3072, vocab=151936,
+                tokens_per_s=84.6, source=_DECODE_SRC),
 )
 
 

@@ -40,7 +40,7 @@ ASSUMED_PER_STEP_MS = 2.0
 _SRC = "EcoSpec paper, BRIEF.md section 6 (gpt-oss-120b, EAGLE-3, 8x H200, gamma 4)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Target:
     name: str
     metric: str
@@ -51,14 +51,14 @@ class Target:
 
 
 SPEC_TARGETS = (
-    Target("specdecode/gpt-oss-120b-eagle3-active-experts", "mean_active_experts", 11.6, 0.4, "absolute",
-           f"{_SRC}: E = 11.6 experts per layer per step"),
-    Target("specdecode/gpt-oss-120b-eagle3-acceptance", "acceptance_length", 1.88, 0.08, "absolute",
-           f"{_SRC}: alpha = 1.88"),
-    Target("specdecode/gpt-oss-120b-eagle3-t-verify", "t_verify_s", 0.113, 0.10, "relative",
-           f"{_SRC}: T_verify = 0.113 s"),
-    Target("specdecode/gpt-oss-120b-ar-s-per-token", "ar.t_token_s", 0.081, 0.10, "relative",
-           f"{_SRC}: autoregressive decoding 0.081 s per token"),
+    Target(name="specdecode/gpt-oss-120b-eagle3-active-experts", metric="mean_active_experts", value=11.6,
+           tolerance=0.4, tolerance_kind="absolute", source=f"{_SRC}: E = 11.6 experts per layer per step"),
+    Target(name="specdecode/gpt-oss-120b-eagle3-acceptance", metric="acceptance_length", value=1.88, tolerance=0.08,
+           tolerance_kind="absolute", source=f"{_SRC}: alpha = 1.88"),
+    Target(name="specdecode/gpt-oss-120b-eagle3-t-verify", metric="t_verify_s", value=0.113, tolerance=0.10,
+           tolerance_kind="relative", source=f"{_SRC}: T_verify = 0.113 s"),
+    Target(name="specdecode/gpt-oss-120b-ar-s-per-token", metric="ar.t_token_s", value=0.081, tolerance=0.10,
+           tolerance_kind="relative", source=f"{_SRC}: autoregressive decoding 0.081 s per token"),
 )
 
 
@@ -91,7 +91,7 @@ def _bisect(f: Callable[[float], float], goal: float, lo: float, hi: float, roun
     return (lo + hi) / 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DraftFit:
     top1_logit_mean: float
     context_free_share: float
@@ -121,10 +121,11 @@ def fit_draft(trace: RoutingTrace | None = None, base: SpecDecodeRun | None = No
     if top[1] > active:
         share = _bisect(lambda x: stats(mu, x)[1], active, 0.0, 1.0, 12)
     a, e = stats(mu, share)
-    return DraftFit(round(mu, 4), round(share, 4), a, e, share >= 1.0)
+    return DraftFit(top1_logit_mean=round(mu, 4), context_free_share=round(share, 4), acceptance_length=a,
+                    mean_active_experts=e, share_at_bound=share >= 1.0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RuntimeFit:
     per_active_expert_us: float
     per_layer_fixed_us: float
@@ -150,9 +151,10 @@ def fit_runtime(profile: GPUServerProfile, rep: Replayed, model_name: str = "gpt
     c_l = (t_ar - base_ar - c_e * u_ar) / model.num_layers
     if c_e <= 0 or c_l <= 0:
         raise ValueError(f"runtime fit gave non-positive costs (per expert {c_e}, per layer {c_l})")
-    return RuntimeFit(round(c_e * 1e6, 4), round(c_l * 1e6, 4), ASSUMED_PER_STEP_MS,
-                      base_v + model.num_layers * c_l + c_e * float(total.mean()),
-                      base_ar + model.num_layers * c_l + c_e * u_ar, float(total.mean()))
+    return RuntimeFit(per_active_expert_us=round(c_e * 1e6, 4), per_layer_fixed_us=round(c_l * 1e6, 4),
+                      per_step_fixed_ms=ASSUMED_PER_STEP_MS,
+                      t_verify_s=base_v + model.num_layers * c_l + c_e * float(total.mean()),
+                      ar_s=base_ar + model.num_layers * c_l + c_e * u_ar, mean_active_sum=float(total.mean()))
 
 
 def write_fit(path: Path, draft: DraftFit, rt: RuntimeFit) -> None:

@@ -52,7 +52,7 @@ NPU_VS_CPU = 4.4          # BRIEF.md section 6: NPU vs CPU on expert projections
 NPU_VS_CPU_TOKENS = 64
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Target:
     name: str
     model: str
@@ -67,19 +67,24 @@ class Target:
 
 
 _SRC = "EStream paper, BRIEF.md section 6"
-TTFT_TARGET = Target("estream/olmoe-4k-ttft", PAPER_MODEL, 4096, "estream", "non-ffn", "ttft_s", 2.12, 0.10,
-                     "relative", f"{_SRC}: OLMoE-1B-7B 4,096-token TTFT 2.12 s")
+TTFT_TARGET = Target(name="estream/olmoe-4k-ttft", model=PAPER_MODEL, tokens=4096, policy="estream", prefetch="non-ffn",
+                     metric="ttft_s", value=2.12, tolerance=0.10, tolerance_kind="relative",
+                     source=f"{_SRC}: OLMoE-1B-7B 4,096-token TTFT 2.12 s")
 BUBBLE_TARGETS = (
-    Target("estream/olmoe-1k-bubble-on-demand", PAPER_MODEL, 1024, "estream", "on-demand", "bubble_share",
-           0.3441, 0.05, "absolute", f"{_SRC}: bubble 34.41% on-demand at 1,024 tokens (soft anchor)"),
-    Target("estream/olmoe-1k-bubble-after-routing", PAPER_MODEL, 1024, "estream", "after-routing",
-           "bubble_share", 0.2136, 0.05, "absolute", f"{_SRC}: bubble 21.36% prefetch after routing (soft anchor)"),
-    Target("estream/olmoe-1k-bubble-non-ffn", PAPER_MODEL, 1024, "estream", "non-ffn", "bubble_share",
-           0.0905, 0.05, "absolute", f"{_SRC}: bubble 9.05% prefetch during non-FFN (soft anchor)"),
+    Target(name="estream/olmoe-1k-bubble-on-demand", model=PAPER_MODEL, tokens=1024, policy="estream",
+           prefetch="on-demand", metric="bubble_share", value=0.3441, tolerance=0.05, tolerance_kind="absolute",
+           source=f"{_SRC}: bubble 34.41% on-demand at 1,024 tokens (soft anchor)"),
+    Target(name="estream/olmoe-1k-bubble-after-routing", model=PAPER_MODEL, tokens=1024, policy="estream",
+           prefetch="after-routing", metric="bubble_share", value=0.2136, tolerance=0.05, tolerance_kind="absolute",
+           source=f"{_SRC}: bubble 21.36% prefetch after routing (soft anchor)"),
+    Target(name="estream/olmoe-1k-bubble-non-ffn", model=PAPER_MODEL, tokens=1024, policy="estream", prefetch="non-ffn",
+           metric="bubble_share", value=0.0905, tolerance=0.05, tolerance_kind="absolute",
+           source=f"{_SRC}: bubble 9.05% prefetch during non-FFN (soft anchor)"),
 )
 ESTREAM_TARGETS = (TTFT_TARGET, *BUBBLE_TARGETS)
-CPU_TARGET = Target("estream/olmoe-4k-cpu-baseline-ttft", PAPER_MODEL, 4096, "cpu", "non-ffn", "ttft_s", 58.45,
-                    0.10, "relative", f"{_SRC}: the fastest non-offloading baseline took 58.45 s on OLMoE "
+CPU_TARGET = Target(name="estream/olmoe-4k-cpu-baseline-ttft", model=PAPER_MODEL, tokens=4096, policy="cpu",
+                    prefetch="non-ffn", metric="ttft_s", value=58.45, tolerance=0.10, tolerance_kind="relative",
+                    source=f"{_SRC}: the fastest non-offloading baseline took 58.45 s on OLMoE "
                     "4,096 tokens (moesim's llama.cpp-like CPU policy)")
 
 #: (section.field, lower bound, upper bound, why the bounds)
@@ -137,7 +142,7 @@ def hard_anchors() -> tuple[Anchor, ...]:
     return (*dense, olmoe)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FitResult:
     values: dict[str, float]            # "section.field" -> fitted value
     predictions: dict[str, float]       # anchor or target name -> predicted value
@@ -177,7 +182,7 @@ def fit_estream(profile: MobileNPUProfile) -> FitResult:
         preds[t.name] = predict(fitted, t, *CALIBRATED_AT)
         errors[t.name] = preds[t.name] - t.value
     cost = 0.5 * sum((np.log(1.0 + errors[a.name]) / _TOL) ** 2 for a in anchors)
-    return FitResult(values, preds, errors, _at_bound(values), float(cost))
+    return FitResult(values=values, predictions=preds, errors=errors, at_bound=_at_bound(values), cost=float(cost))
 
 
 def leave_one_out(profile: MobileNPUProfile) -> dict[str, float]:

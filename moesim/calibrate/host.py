@@ -36,7 +36,7 @@ __all__ = ["HostFit", "fit_host", "host_backend", "host_ufs", "executor_model", 
            "render_host_profile", "describe_machine"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HostFit:
     read_latency_us: float
     read_bw_GBps: float
@@ -62,7 +62,8 @@ def fit_host(read: pd.DataFrame, ffn: pd.DataFrame, nonffn: pd.DataFrame) -> Hos
     (dq, rate), ffn_err = _rel_fit(lambda x: (w / np.exp(x[0]) + 6 * h * i * t / np.exp(x[1])) / y - 1, [5.0, 100.0])
     nt, d, yn = (nonffn[c].to_numpy(float) for c in ("tokens", "dim", "time_ns_median"))
     (rn,), nf_err = _rel_fit(lambda x: (2 * nt * d * d / np.exp(x[0])) / yn - 1, [100.0])
-    return HostFit(l0 / 1e3, bw, rate, dq, rn, {"read": read_err, "ffn": ffn_err, "nonffn": nf_err})
+    return HostFit(read_latency_us=l0 / 1e3, read_bw_GBps=bw, ffn_GFLOPS=rate, dequant_GBps=dq, nonffn_GFLOPS=rn,
+                   residuals={"read": read_err, "ffn": ffn_err, "nonffn": nf_err})
 
 
 def host_backend(p: HostProfile) -> Backend:
@@ -211,8 +212,8 @@ def probe_stream_bw(workdir: Path, layers: int = 4, experts: int = 64, hidden: i
     for rep in range(repeats):
         for g in PROBE_GROUPS:
             for q in PROBE_DEPTHS:
-                res = run_executor(packed, routing, ExecutorConfig(g, q + 1, q, "non-ffn", nonffn_reps=0),
-                                   workdir=workdir / "probe")
+                cfg = ExecutorConfig(group_size=g, banks=q + 1, queue_depth=q, prefetch="non-ffn", nonffn_reps=0)
+                res = run_executor(packed, routing, cfg, workdir=workdir / "probe")
                 iv = res.intervals
                 r = iv[iv.kind == "read"]
                 busy = busy_ns(r.start_ns.tolist(), r.end_ns.tolist())
@@ -250,8 +251,9 @@ def probe_deciles(table: pd.DataFrame) -> tuple[float, ...]:
 
 def with_disk_probe(fit: HostFit, table: pd.DataFrame) -> HostFit:
     """``fit`` with its disk rate (median run, spread, deciles) taken from the probe runs in ``table``."""
-    return HostFit(fit.read_latency_us, probe_rate(table), fit.ffn_GFLOPS, fit.dequant_GBps, fit.nonffn_GFLOPS,
-                   dict(fit.residuals), probe_spread(table), probe_deciles(table))
+    return HostFit(read_latency_us=fit.read_latency_us, read_bw_GBps=probe_rate(table), ffn_GFLOPS=fit.ffn_GFLOPS,
+                   dequant_GBps=fit.dequant_GBps, nonffn_GFLOPS=fit.nonffn_GFLOPS, residuals=dict(fit.residuals),
+                   read_bw_spread_GBps=probe_spread(table), read_bw_deciles_GBps=probe_deciles(table))
 
 
 def busy_ns(starts: list[int], ends: list[int]) -> int:

@@ -34,11 +34,13 @@ def host_service_times(p: HostProfile, model: ModelSpec, routing: np.ndarray, no
     n = routing.shape[0]
     kernel_ns = ns(2.0 * n * nonffn_dim * nonffn_dim / p.cpu.require("nonffn_GFLOPS", p.name))
     costs = tuple(tuple(expert_op(int(t), model, be) for t in row) for row in counts.tolist())
-    return ServiceTimes(model.name, n, model.expert_bytes("q4_0"), tuple([kernel_ns] * model.num_layers), 0,
-                        ns(ufs.latency_ns), ufs.B_per_ns, be.call_overhead_ns, counts, costs, 0)
+    return ServiceTimes(model=model.name, n_tokens=n, expert_B=model.expert_bytes("q4_0"),
+                        non_ffn_ns=tuple([kernel_ns] * model.num_layers), tail_ns=0, latency_ns=ns(ufs.latency_ns),
+                        B_per_ns=ufs.B_per_ns, call_overhead_ns=be.call_overhead_ns, counts=counts, expert_costs=costs,
+                        num_dense_layers=0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepCase:
     """One memory budget: the auto-configurator's choice against the measured exhaustive sweep.
 
@@ -124,7 +126,8 @@ def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.nda
                           ExpertShape(layers, experts, hidden, inter))
 
     def run(cfg: StreamSetting) -> float:
-        ecfg = ExecutorConfig(cfg.group_size, cfg.banks, cfg.queue_depth, "non-ffn")
+        ecfg = ExecutorConfig(group_size=cfg.group_size, banks=cfg.banks, queue_depth=cfg.queue_depth,
+                              prefetch="non-ffn")
         return run_executor(packed, routing, ecfg, workdir=workdir / "runs").makespan_s
 
     samples: dict[StreamSetting, list[float]] = {}
@@ -152,5 +155,6 @@ def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.nda
                 a_runs.append(run(choice.config))
                 b_runs.append(run(best))
             duels[pair] = (a_runs, b_runs)
-        out.append(SweepCase(n_exp, choice.config, choice.ttft_ns / 1e9, best, mine, predicted, duels.get(pair)))
+        out.append(SweepCase(arena_experts=n_exp, chosen=choice.config, predicted_s=choice.ttft_ns / 1e9, best=best,
+                             samples=mine, predicted=predicted, duel=duels.get(pair)))
     return out

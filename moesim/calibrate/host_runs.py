@@ -28,7 +28,7 @@ __all__ = ["ExecutorCase", "CASES", "routing_for", "measure_cases", "predict_cas
 RUNS_CSV = Path(__file__).resolve().parents[2] / "validation" / "host_executor_runs.csv"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExecutorCase:
     name: str
     shape: tuple[int, int, int, int, int]      # layers, experts, hidden, inter, top_k
@@ -42,18 +42,30 @@ class ExecutorCase:
 _OLMOE4 = (4, 64, 2048, 1024, 8)
 _SMALL = (8, 16, 1024, 512, 2)
 CASES = (
-    ExecutorCase("host/olmoe4-t64-g8b4q2-nonffn", _OLMOE4, 64, 8, 4, 2, "non-ffn"),
-    ExecutorCase("host/olmoe4-t64-g8b4q2-after", _OLMOE4, 64, 8, 4, 2, "after-routing"),
-    ExecutorCase("host/olmoe4-t64-g8b4q2-ondemand", _OLMOE4, 64, 8, 4, 2, "on-demand"),
-    ExecutorCase("host/olmoe4-t128-g4b2q1-nonffn", _OLMOE4, 128, 4, 2, 1, "non-ffn"),
-    ExecutorCase("host/olmoe4-t128-g16b3q2-nonffn", _OLMOE4, 128, 16, 3, 2, "non-ffn"),
-    ExecutorCase("host/olmoe4-t256-g32b2q1-after", _OLMOE4, 256, 32, 2, 1, "after-routing"),
-    ExecutorCase("host/olmoe4-t256-g2b8q4-nonffn", _OLMOE4, 256, 2, 8, 4, "non-ffn"),
-    ExecutorCase("host/small-t128-g1b4q2-nonffn", _SMALL, 128, 1, 4, 2, "non-ffn"),
-    ExecutorCase("host/small-t128-g4b2q1-ondemand", _SMALL, 128, 4, 2, 1, "on-demand"),
-    ExecutorCase("host/small-t512-g2b6q3-after", _SMALL, 512, 2, 6, 3, "after-routing"),
-    ExecutorCase("host/small-t512-g8b2q2-nonffn", _SMALL, 512, 8, 2, 2, "non-ffn"),
-    ExecutorCase("host/small-t32-g16b2q1-nonffn", _SMALL, 32, 16, 2, 1, "non-ffn"),
+    ExecutorCase(name="host/olmoe4-t64-g8b4q2-nonffn", shape=_OLMOE4, tokens=64, group_size=8, banks=4, queue_depth=2,
+                 prefetch="non-ffn"),
+    ExecutorCase(name="host/olmoe4-t64-g8b4q2-after", shape=_OLMOE4, tokens=64, group_size=8, banks=4, queue_depth=2,
+                 prefetch="after-routing"),
+    ExecutorCase(name="host/olmoe4-t64-g8b4q2-ondemand", shape=_OLMOE4, tokens=64, group_size=8, banks=4, queue_depth=2,
+                 prefetch="on-demand"),
+    ExecutorCase(name="host/olmoe4-t128-g4b2q1-nonffn", shape=_OLMOE4, tokens=128, group_size=4, banks=2, queue_depth=1,
+                 prefetch="non-ffn"),
+    ExecutorCase(name="host/olmoe4-t128-g16b3q2-nonffn", shape=_OLMOE4, tokens=128, group_size=16, banks=3,
+                 queue_depth=2, prefetch="non-ffn"),
+    ExecutorCase(name="host/olmoe4-t256-g32b2q1-after", shape=_OLMOE4, tokens=256, group_size=32, banks=2,
+                 queue_depth=1, prefetch="after-routing"),
+    ExecutorCase(name="host/olmoe4-t256-g2b8q4-nonffn", shape=_OLMOE4, tokens=256, group_size=2, banks=8, queue_depth=4,
+                 prefetch="non-ffn"),
+    ExecutorCase(name="host/small-t128-g1b4q2-nonffn", shape=_SMALL, tokens=128, group_size=1, banks=4, queue_depth=2,
+                 prefetch="non-ffn"),
+    ExecutorCase(name="host/small-t128-g4b2q1-ondemand", shape=_SMALL, tokens=128, group_size=4, banks=2, queue_depth=1,
+                 prefetch="on-demand"),
+    ExecutorCase(name="host/small-t512-g2b6q3-after", shape=_SMALL, tokens=512, group_size=2, banks=6, queue_depth=3,
+                 prefetch="after-routing"),
+    ExecutorCase(name="host/small-t512-g8b2q2-nonffn", shape=_SMALL, tokens=512, group_size=8, banks=2, queue_depth=2,
+                 prefetch="non-ffn"),
+    ExecutorCase(name="host/small-t32-g16b2q1-nonffn", shape=_SMALL, tokens=32, group_size=16, banks=2, queue_depth=1,
+                 prefetch="non-ffn"),
 )
 
 
@@ -109,7 +121,8 @@ def measure_cases(workdir: Path, repeats: int = 11, out: Path = RUNS_CSV,
         layers, experts, hidden, inter, _ = case.shape
         packed[case.name] = pack_experts(workdir / f"pack-{layers}x{experts}-{hidden}x{inter}.bin",
                                          ExpertShape(layers, experts, hidden, inter))
-        configs[case.name] = ExecutorConfig(case.group_size, case.banks, case.queue_depth, case.prefetch)  # type: ignore[arg-type]
+        configs[case.name] = ExecutorConfig(group_size=case.group_size, banks=case.banks, queue_depth=case.queue_depth,
+                                            prefetch=case.prefetch)  # type: ignore[arg-type]
     for round_ in range(repeats):
         if before_round is not None:
             before_round(round_)

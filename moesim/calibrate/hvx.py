@@ -51,7 +51,7 @@ PLAN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PacketRow:
     kernel: str          # the HVX function's CSV name (one program may give several rows)
     shape: str
@@ -85,8 +85,9 @@ def measure(plan: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = No
                 assert run.counts is not None
                 for name, hvx_fn, scalar_fn in hexagon.KERNELS[program][2]:
                     c = run.counts[hvx_fn]
-                    rows.append(PacketRow(name, case.shape, split, c.packets, c.hvx_packets, case.macs[name],
-                                          case.weight_B[name], run.counts[scalar_fn].packets))
+                    rows.append(PacketRow(kernel=name, shape=case.shape, split=split, packets=c.packets,
+                                          hvx_packets=c.hvx_packets, macs=case.macs[name], weight_B=case.weight_B[name],
+                                          scalar_packets=run.counts[scalar_fn].packets))
     return rows
 
 
@@ -115,10 +116,12 @@ def read_csv(path: Path) -> list[PacketRow]:
     expected = [f.name for f in fields(PacketRow)]
     if reader.fieldnames != expected:
         raise InputError(f"{path}: header", f"must be {','.join(expected)}", ",".join(reader.fieldnames or []))
-    return [PacketRow(r["kernel"], r["shape"], r["split"], *(int(r[k]) for k in expected[3:])) for r in reader]
+    return [PacketRow(kernel=r["kernel"], shape=r["shape"], split=r["split"], packets=int(r["packets"]),
+                      hvx_packets=int(r["hvx_packets"]), macs=int(r["macs"]), weight_B=int(r["weight_B"]),
+                      scalar_packets=int(r["scalar_packets"])) for r in reader]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KernelFit:
     kernel: str
     coefficients: tuple[float, ...]
@@ -146,7 +149,8 @@ def fit(rows: Iterable[PacketRow]) -> dict[str, KernelFit]:
         preds = tuple((r.shape, r.split, r.packets, float(np.dot(coef, features(kernel, _dims(r.shape)))))
                       for r in krows)
         err = {s: max((abs(p / m - 1) for _, sp, m, p in preds if sp == s), default=0.0) for s in ("fit", "held_out")}
-        fits[kernel] = KernelFit(kernel, tuple(float(c) for c in coef), err["fit"], err["held_out"], preds)
+        fits[kernel] = KernelFit(kernel=kernel, coefficients=tuple(float(c) for c in coef),
+                                 fit_max_rel_error=err["fit"], heldout_max_rel_error=err["held_out"], predictions=preds)
     return fits
 
 

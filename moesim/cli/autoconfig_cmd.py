@@ -9,8 +9,8 @@ import click
 
 from moesim.cli.output import emit_json, emit_table, writable_path
 from moesim.cli.prefill_cmd import warn_budget_above_device
-from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
-from moesim.config.prefill import PREFETCH_POINTS, Prefetch
+from moesim.config.base import field_default
+from moesim.config.prefill import PREFETCH_POINTS, EStreamPolicy, Prefetch, PrefillRun
 from moesim.errors import InputError
 from moesim.progress import track
 
@@ -18,12 +18,12 @@ __all__ = ["autoconfig"]
 
 
 @click.command()
-@click.option("--model", default=DEFAULT_MODEL, show_default=True, metavar="NAME|PATH")
-@click.option("--device", default=DEFAULT_PHONE_DEVICE, show_default=True, metavar="NAME|PATH")
-@click.option("--tokens", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option("--model", default=field_default(PrefillRun, "model"), show_default=True, metavar="NAME|PATH")
+@click.option("--device", default=field_default(PrefillRun, "device"), show_default=True, metavar="NAME|PATH")
+@click.option("--tokens", type=click.IntRange(min=1), default=field_default(PrefillRun, "tokens"), show_default=True)
 @click.option("--memory-budget-gib", type=float, required=True, help="Peak-memory budget of the prefill.")
 @click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet) for the routing.")
-@click.option("--prefetch", type=click.Choice(PREFETCH_POINTS), default="non-ffn",
+@click.option("--prefetch", type=click.Choice(PREFETCH_POINTS), default=field_default(EStreamPolicy, "prefetch"),
               show_default=True)
 @click.option("--verify", is_flag=True, help="Also simulate every configuration (exhaustive sweep) and report regret.")
 @click.option("--plot", metavar="PATH", callback=writable_path,

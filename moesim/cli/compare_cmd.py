@@ -6,8 +6,8 @@ import click
 
 from moesim.cli.output import emit_json, emit_table, parse_int_list, writable_path
 from moesim.cli.prefill_cmd import parse_overrides, warn_budget_above_device
-from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
-from moesim.config.prefill import POLICY_NAMES
+from moesim.config.base import field_default
+from moesim.config.prefill import POLICY_NAMES, PrefillRun
 from moesim.errors import InputError, MoesimError
 from moesim.progress import track
 
@@ -28,16 +28,17 @@ def _names(text: str | None) -> list[str] | None:
 
 
 @click.command()
-@click.option("--model", default=DEFAULT_MODEL, show_default=True, metavar="NAME|PATH")
-@click.option("--device", default=DEFAULT_PHONE_DEVICE, show_default=True, metavar="NAME|PATH")
-@click.option("--tokens", default="1024", show_default=True, metavar="N1,N2,...", help="Prompt lengths.")
+@click.option("--model", default=field_default(PrefillRun, "model"), show_default=True, metavar="NAME|PATH")
+@click.option("--device", default=field_default(PrefillRun, "device"), show_default=True, metavar="NAME|PATH")
+@click.option("--tokens", default=str(field_default(PrefillRun, "tokens")), show_default=True, metavar="N1,N2,...",
+              help="Prompt lengths.")
 @click.option("--policies", metavar="P1,P2,...", help=f"Policies to compare [default: all: {', '.join(POLICY_NAMES)}]")
 @click.option("--baseline", metavar="POLICY",
               help="The policy the speedup, memory and energy ratios are taken against [default: resident when "
               "it is compared, else the first of --policies].")
 @click.option("--memory-budget-gib", type=float, help="Peak-memory budget for every policy.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE", help="Profile what-if (repeatable).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=field_default(PrefillRun, "seed"), show_default=True)
 @click.option("--plot", type=click.Path(dir_okay=False), callback=writable_path,
               help="Draw the latency-memory plane (.png/.svg/.pdf; log axes, lower left is better).")
 @click.option("--quiet", is_flag=True, help="No progress bar (it is drawn only on a terminal anyway).")

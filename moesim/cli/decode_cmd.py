@@ -15,7 +15,7 @@ from moesim.config.decode import (
     parse_decode_predictor,
 )
 from moesim.config.loading import validate_data
-from moesim.config.specdecode import parse_routing
+from moesim.config.specdecode import DraftTree, parse_routing
 from moesim.cost.uncertainty import budget_warning, interval_over_budget
 from moesim.errors import InputError, deprecated
 from moesim.files import write_json_atomic
@@ -92,8 +92,8 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
     if opts.get("draft_routing") is not None:
         data["routing"] = parse_routing(opts["draft_routing"])
     if opts.get("depth") is not None or opts.get("width") is not None:
-        data["tree"] = {"depth": 3 if opts.get("depth") is None else opts["depth"],
-                        "width": 2 if opts.get("width") is None else opts["width"]}
+        data["tree"] = {name: field_default(DraftTree, name) if opts.get(name) is None else opts[name]
+                        for name in ("depth", "width")}
     if opts.get("draft_mu") is not None:
         data["draft"] = {"top1_logit_mean": opts["draft_mu"]}
     if opts.get("overrides"):
@@ -131,13 +131,15 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
 @click.option("--spec", "old_spec", type=_choice("selector"), hidden=True, help="Deprecated: --selector.")
 @click.option("--gamma", type=int, default=_default("gamma"), show_default=True,
               help="Tokens verified per step, root included.")
-@click.option("--depth", type=int, help="Draft steps (tree depth) [default: 3].")
-@click.option("--width", type=int, help="Tokens kept per draft step [default: 2].")
-@click.option("--draft-routing", metavar="KIND", help="Routing of non-true drafts [default: mixture].")
+@click.option("--depth", type=int, help=f"Draft steps (tree depth) [default: {field_default(DraftTree, 'depth')}].")
+@click.option("--width", type=int, help=f"Tokens kept per draft step [default: {field_default(DraftTree, 'width')}].")
+@click.option("--draft-routing", metavar="KIND",
+              help=f"Routing of non-true drafts [default: {_default('routing').kind}].")
 @click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance).")
 @click.option("--temperature", type=float, default=_default("temperature"), show_default=True,
               help="Sampling temperature of speculative decoding: 0 (greedy) or 1.")
-@click.option("--predictor", metavar="KIND", help="oracle, learned or accuracy:P [default: learned].")
+@click.option("--predictor", metavar="KIND",
+              help=f"oracle, learned or accuracy:P [default: {_default('predictor').kind}].")
 @click.option("--backend", type=_choice("backend"), default=_default("backend"), show_default=True,
               help="Compute unit: the CPU cores (llama.cpp-like) or the HTP (HVX one-token products; its decode rate "
               "and per-layer overhead solved from two measured dense decodes, not the prefill fit; Q4_0 experts "

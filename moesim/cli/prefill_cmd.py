@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import click
 
 from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
-from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
+from moesim.config.base import field_default
 from moesim.config.loading import validate_data
-from moesim.config.prefill import POLICY_NAMES, PREFETCH_POINTS, PrefillRun, build_policy
+from moesim.config.prefill import POLICY_NAMES, PREFETCH_POINTS, PrefillRun, build_policy, policy_options
 from moesim.config.profiles import phone_profile
 from moesim.cost.uncertainty import budget_warning
 from moesim.errors import InputError
@@ -44,21 +45,31 @@ def parse_overrides(items: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
+def _default(name: str) -> Any:
+    """A prefill option's default, from PrefillRun's field (one definition)."""
+    return field_default(PrefillRun, name)
+
+
+def _takes(option: str) -> str:
+    """The policies that take a policy option, from the policy models (``estream, naive``)."""
+    return ", ".join(sorted(policy_options()[option]))
+
+
 @click.command()
-@click.option("--model", default=DEFAULT_MODEL, show_default=True, metavar="NAME|PATH")
-@click.option("--device", default=DEFAULT_PHONE_DEVICE, show_default=True, metavar="NAME|PATH")
-@click.option("--tokens", type=int, default=1024, show_default=True, help="Prompt length.")
+@click.option("--model", default=_default("model"), show_default=True, metavar="NAME|PATH")
+@click.option("--device", default=_default("device"), show_default=True, metavar="NAME|PATH")
+@click.option("--tokens", type=int, default=_default("tokens"), show_default=True, help="Prompt length.")
 @click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet); default: the "
               "model's real trace from ../shared/traces, else the bundled or generated synthetic one.")
-@click.option("--policy", type=click.Choice(POLICY_NAMES), default="estream", show_default=True)
-@click.option("--group-size", type=int, help="Experts per group (estream, naive).")
-@click.option("--banks", type=int, help="Banks in the arena (estream).")
-@click.option("--queue-depth", type=int, help="Reads in flight (estream, layer-b2).")
-@click.option("--prefetch", type=click.Choice(PREFETCH_POINTS), help="estream prefetch point.")
+@click.option("--policy", type=click.Choice(POLICY_NAMES), default=_default("policy").kind, show_default=True)
+@click.option("--group-size", type=int, help=f"Experts per group ({_takes('group_size')}).")
+@click.option("--banks", type=int, help=f"Banks in the arena ({_takes('banks')}).")
+@click.option("--queue-depth", type=int, help=f"Reads in flight ({_takes('queue_depth')}).")
+@click.option("--prefetch", type=click.Choice(PREFETCH_POINTS), help=f"{_takes('prefetch')} prefetch point.")
 @click.option("--memory-budget-gib", type=float, help="Peak-memory budget; the default rule fits B to it.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
               help="Override one profile number for a what-if (repeatable), e.g. ufs.effective_read_bw_GBps=3.0")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=_default("seed"), show_default=True)
 @click.option("--timeline", type=click.Path(dir_okay=False), callback=writable_path,
               help="Write a Chrome/Perfetto trace-event JSON.")
 @click.option("--quiet", is_flag=True, help="No progress spinner (it is drawn only on a terminal anyway).")

@@ -33,7 +33,8 @@ def check_ignored_options(given: set[str], values: dict[str, Any], selector: str
     confidence selection, a draft time at gamma 1, ``--gamma`` beside ``--gamma-sweep``."""
     if sweep and "gamma" in given:
         raise InputError("--gamma", "is replaced by --gamma-sweep's list: give one of them", values["gamma"])
-    rule = selector if selector is not None else ("ecospec" if sweep else "confidence")   # a sweep runs all three
+    # a sweep runs all three rules
+    rule = selector if selector is not None else ("ecospec" if sweep else _default("selector"))
     if rule == "confidence":
         for name in ("predictor", "epsilon", "t_pred_ms"):
             if name in given:
@@ -90,7 +91,7 @@ def _default(name: str) -> Any:
 @click.option("--trace", "trace_path", metavar="PATH", help="Canonical trace (.parquet); default: the model's "
               "real trace from ../shared/traces, else a synthetic one (labelled).")
 @click.option("--selector", metavar="RULE", help=f"Draft selection rule: {', '.join(SELECTORS)} "
-              "[default: confidence; all three with --gamma-sweep]")
+              f"[default: {_default('selector')}; all three with --gamma-sweep]")
 @click.option("--gamma", type=int, default=_default("gamma"), show_default=True,
               help="Tokens verified per step, root included.")
 @click.option("--predictor", metavar="KIND", help="oracle, learned[:FOLDS] or accuracy:P [default: learned on the "
@@ -99,8 +100,9 @@ def _default(name: str) -> Any:
               help="Draft steps (tree depth).")
 @click.option("--width", type=int, default=field_default(DraftTree, "width"), show_default=True,
               help="Tokens kept per draft step.")
-@click.option("--draft-routing", default="mixture", show_default=True,
-              help="Routing of non-true drafts: mixture[:SHARE], nearby[:W], request, trace, same-position.")
+@click.option("--draft-routing", default=_default("routing").kind, show_default=True,
+              help="Routing of non-true drafts: mixture[:SHARE], nearby[:W], request, trace, same-position, "
+              "alternative[:SHARE].")
 @click.option("--epsilon", type=float, default=_default("epsilon"), show_default=True,
               help="Score epsilon: P / (cost + eps).")
 @click.option("--t-draft-ms", type=float, help="Draft time per step (default: published or estimated).")
@@ -148,7 +150,7 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
         draft_mu = MTP_TOP1_LOGIT if draft_mu is None else draft_mu
     run = validate_data(SpecDecodeRun, {
         "model": model, "device": device, "trace": trace_path,
-        "selector": "confidence" if selector is None else selector,
+        "selector": _default("selector") if selector is None else selector,
         "gamma": gamma, "predictor": None if predictor is None else parse_predictor(predictor),
         "tree": {"depth": depth, "width": width},
         "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,

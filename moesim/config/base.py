@@ -39,5 +39,13 @@ def field_choices(model: type[BaseModel], name: str) -> list[str]:
 
 
 def field_default(model: type[BaseModel], name: str) -> Any:
-    """The default of a field of ``model`` (what a CLI option shows as its default)."""
-    return model.model_fields[name].default
+    """The default of a field of ``model`` (what a CLI option shows as its default); a field with
+    a ``default_factory`` gives what the factory makes (a default policy, a default routing).
+
+    >>> from pydantic import Field
+    >>> class Run(Frozen):
+    ...     sizes: list[int] = Field(default_factory=lambda: [1, 2])
+    >>> field_default(Run, "sizes")
+    [1, 2]
+    """
+    return model.model_fields[name].get_default(call_default_factory=True)

@@ -14,7 +14,7 @@ from moesim.config.model import ModelSpec
 from moesim.errors import InputError
 
 __all__ = ["CATALOG_DIR", "DEFAULT_MODEL", "DEFAULT_PHONE_DEVICE", "DEFAULT_GPU_MODEL", "DEFAULT_GPU_DEVICE",
-           "model_names", "load_model", "list_models"]
+           "DEFAULT_DECODE_MODEL", "model_names", "load_model", "list_models"]
 
 CATALOG_DIR = Path(__file__).parent / "models"
 
@@ -25,6 +25,8 @@ DEFAULT_PHONE_DEVICE = "sd8-elite-gen5"
 #: ... and speculative decoding (``moesim specdecode``, its sweeps) gpt-oss-120b on 8 H200s.
 DEFAULT_GPU_MODEL = "gpt-oss-120b"
 DEFAULT_GPU_DEVICE = "h200x8-hf"
+#: ... and phone decode (``moesim decode``, its sweeps) Mixtral-8x7B on the phone profile.
+DEFAULT_DECODE_MODEL = "mixtral-8x7b"
 
 
 def model_names() -> list[str]:

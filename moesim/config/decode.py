@@ -11,7 +11,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from moesim.config.base import Frozen
-from moesim.config.catalog import DEFAULT_PHONE_DEVICE
+from moesim.config.catalog import DEFAULT_DECODE_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.config.specdecode import (
     DraftAccuracy,
     DraftRouting,
@@ -23,9 +23,7 @@ from moesim.config.specdecode import (
 from moesim.errors import InputError, deprecated
 
 __all__ = ["CachePolicy", "CACHE_POLICY_NAMES", "DecodeSelector", "DECODE_SELECTOR_NAMES", "DecodePrefetch",
-           "DECODE_PREFETCH_NAMES", "DecodePredictor", "DecodeRun", "DEFAULT_DECODE_MODEL", "parse_decode_predictor"]
-
-DEFAULT_DECODE_MODEL = "mixtral-8x7b"
+           "DECODE_PREFETCH_NAMES", "DecodePredictor", "DecodeRun", "parse_decode_predictor"]
 
 #: ``none``: every routed expert is read from UFS; ``lru``/``lfu``: a cache of ``cache_GiB``;
 #: ``pinned``: a static hot set chosen offline from the trace, the rest LRU; ``resident``: all

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 from pydantic import Field, PositiveInt
 
 from moesim.config.base import Frozen
+from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.errors import InputError
 
 __all__ = ["Prefetch", "PREFETCH_POINTS", "EStreamPolicy", "ResidentPolicy", "NaivePolicy", "LayerB2Policy",
-           "CPUPolicy", "MmapPolicy", "PrefillPolicy", "PrefillRun", "POLICY_NAMES", "PolicyName", "policy_options",
-           "build_policy"]
+           "CPUPolicy", "MmapPolicy", "PrefillPolicy", "PrefillRun", "POLICY_MODELS", "POLICY_NAMES", "PolicyName",
+           "policy_options", "build_policy"]
 
 #: When a streamed layer's expert reads may start (the prefetch point): once the layer's
 #: non-FFN operators have started, once its routing is known, or when compute asks for a group.
@@ -72,9 +73,10 @@ PrefillPolicy = Annotated[
     EStreamPolicy | ResidentPolicy | NaivePolicy | LayerB2Policy | CPUPolicy | MmapPolicy,
     Field(discriminator="kind"),
 ]
-_POLICY_MODELS: tuple[type[Frozen], ...] = get_args(get_args(PrefillPolicy)[0])
+#: the policy models, in the union's order
+POLICY_MODELS: tuple[type[Frozen], ...] = get_args(get_args(PrefillPolicy)[0])
 #: the policies' ``kind`` values, in the union's order
-POLICY_NAMES: tuple[str, ...] = tuple(m.model_fields["kind"].default for m in _POLICY_MODELS)
+POLICY_NAMES: tuple[str, ...] = tuple(m.model_fields["kind"].default for m in POLICY_MODELS)
 #: a policy name as a pydantic field type: the Literal of :data:`POLICY_NAMES` (``str`` to mypy,
 #: which cannot read a Literal built at run time)
 if TYPE_CHECKING:
@@ -91,7 +93,7 @@ def policy_options() -> dict[str, frozenset[str]]:
      'prefetch': ['estream'], 'ubatch_tokens': ['cpu', 'mmap']}
     """
     takes: dict[str, set[str]] = {}
-    for model, kind in zip(_POLICY_MODELS, POLICY_NAMES):
+    for model, kind in zip(POLICY_MODELS, POLICY_NAMES):
         for name in model.model_fields:
             if name != "kind":
                 takes.setdefault(name, set()).add(kind)
@@ -129,11 +131,12 @@ def build_policy(kind: str, options: Mapping[str, Any], *, strict: bool = True) 
 
 
 class PrefillRun(Frozen):
-    """Everything one prefill simulation needs, fully resolved names included."""
+    """Everything one prefill simulation needs, fully resolved names included; the defaults are
+    those of ``moesim prefill`` (and of a prefill grid), so that each exists once."""
 
-    model: str
-    device: str
-    tokens: Annotated[int, Field(gt=0, le=2**31 - 1)]
+    model: str = DEFAULT_MODEL
+    device: str = DEFAULT_PHONE_DEVICE
+    tokens: Annotated[int, Field(gt=0, le=2**31 - 1)] = Field(1024, description="prompt length")
     policy: PrefillPolicy = Field(default_factory=EStreamPolicy)
     memory_budget_GiB: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
     trace: str | None = Field(None, description="canonical trace file; None = the model's default source")

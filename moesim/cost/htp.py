@@ -37,7 +37,7 @@ __all__ = ["TilePipeline", "TileCost", "tile_cost", "tile_matmul"]
 _OUT_B = 6.0   # an output element: fp16 read from the HMX tile, fp32 written to DRAM
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TilePipeline:
     """The HTP numbers the tile pipeline needs (resolved from a profile by ``cost.params``)."""
 
@@ -52,7 +52,7 @@ class TilePipeline:
     tile_cols: int = 32          # HMX tile: weight rows come in blocks of this many
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TileCost:
     """The pipeline's parts, in ns (for tests and docs; ``tile_matmul`` folds them)."""
 
@@ -90,7 +90,7 @@ def tile_cost(tokens: int, rows: int, row_len: int, weight_B: float, p: TilePipe
     (1, 3, 147227)
     """
     if tokens <= 0 or rows <= 0:
-        return TileCost(0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        return TileCost(chunks=0, tiles=0, dma_ns=0.0, dequant_ns=0.0, hmx_ns=0.0, act_ns=0.0, total_ns=0.0)
     stored = weight_B / (rows * row_len)
     chunk = _chunk_rows(row_len, p)
     padded = -(-tokens // p.tile_rows) * p.tile_rows
@@ -111,7 +111,8 @@ def tile_cost(tokens: int, rows: int, row_len: int, weight_B: float, p: TilePipe
         else:   # one weight buffer: dequantise, then HMX + output while the next tile's DMA runs
             total += dma + tiles * (deq + max(dma, hmx + out)) - dma
     act = tokens * row_len * 4.0 / p.act_B_per_ns
-    return TileCost(chunks, tiles, dma, deq, hmx_full, act, total + act)
+    return TileCost(chunks=chunks, tiles=tiles, dma_ns=dma, dequant_ns=deq, hmx_ns=hmx_full, act_ns=act,
+                    total_ns=total + act)
 
 
 def tile_matmul(tokens: int, rows: int, row_len: int, weight_B: float, p: TilePipeline,

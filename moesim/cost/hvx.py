@@ -66,7 +66,7 @@ FEATURES: dict[str, tuple[tuple[str, ...], Callable[[_Dims], list[float]]]] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PacketModel:
     kernel: str
     features: tuple[str, ...]
@@ -96,8 +96,10 @@ def _load(path: Path) -> dict[str, PacketModel]:
         if kernel not in FEATURES or names != FEATURES[kernel][0]:
             raise InputError(f"{path.name}: kernels.{kernel}.features",
                              f"must be {list(FEATURES.get(kernel, ((),))[0])}", list(names))
-        models[kernel] = PacketModel(kernel, names, tuple(float(c) for c in table["coefficients"]),
-                                     str(data.get("source", "?")), float(table["heldout_max_rel_error"]))
+        models[kernel] = PacketModel(kernel=kernel, features=names,
+                                     coefficients=tuple(float(c) for c in table["coefficients"]),
+                                     source=str(data.get("source", "?")),
+                                     heldout_max_rel_error=float(table["heldout_max_rel_error"]))
     return models
 
 

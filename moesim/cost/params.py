@@ -19,7 +19,7 @@ from moesim.units import FP16_B, MiB
 __all__ = ["Backend", "UFSParams", "npu_backend", "cpu_backend", "ufs_params", "check_queue_depth"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Backend:
     """A compute engine as the cost functions see it.
 

@@ -19,7 +19,7 @@ from moesim.units import ns
 __all__ = ["ServiceTimes", "service_times", "pipeline_input"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServiceTimes:
     """The reusable profile of one (model, device, prompt routing): everything the
     evaluator needs for any G, B, Q. ``expert_costs[l][e]`` is the cost of expert ``e`` of
@@ -52,9 +52,10 @@ def service_times(model: ModelSpec, be: Backend, ufs: UFSParams, counts: np.ndar
                 cache[t] = expert_op(int(t), model, be)
             layer_costs.append(cache[t])
         costs.append(tuple(layer_costs))
-    return ServiceTimes(model.name, n_tokens, model.expert_bytes("q4_0"), non_ffn, ns(lm_head_op(model, be).total_ns),
-                        ns(ufs.latency_ns), ufs.B_per_ns, be.call_overhead_ns, counts, tuple(costs),
-                        model.num_dense_layers)
+    return ServiceTimes(model=model.name, n_tokens=n_tokens, expert_B=model.expert_bytes("q4_0"), non_ffn_ns=non_ffn,
+                        tail_ns=ns(lm_head_op(model, be).total_ns), latency_ns=ns(ufs.latency_ns),
+                        B_per_ns=ufs.B_per_ns, call_overhead_ns=be.call_overhead_ns, counts=counts,
+                        expert_costs=tuple(costs), num_dense_layers=model.num_dense_layers)
 
 
 def _group_ns(costs: tuple[OpCost, ...], call_overhead_ns: float) -> int:

@@ -34,7 +34,7 @@ __all__ = ["VerifyParams", "verify_params", "forward_time", "forward_bytes", "ar
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VerifyParams:
     """Everything the closed-form forward cost needs, in SI units (bytes, s, FLOP/s)."""
 
@@ -94,7 +94,9 @@ def forward_time(p: VerifyParams, active: float | FloatArray,
                  tokens: int | npt.NDArray[np.integer]) -> float | FloatArray:
     """Seconds of one forward over ``tokens`` tokens touching ``active`` (layer, expert) pairs.
 
-    >>> p = VerifyParams(2, 2, 1, 10, 100, 0, 0, 0, 1e3, 1e9, 0.5, 0.25, 0.125)
+    >>> p = VerifyParams(n_layers=2, n_moe_layers=2, top_k=1, expert_bytes=10, non_expert_bytes=100, head_bytes=0,
+    ...                  dense_weights=0, expert_weights=0, hbm_Bps=1e3, flops_per_s=1e9, per_step_s=0.5,
+    ...                  per_layer_s=0.25, per_expert_s=0.125)
     >>> float(forward_time(p, 2.0, 1))   # 0.5 + 2 * 0.25 + 2 * 0.125 + (100 + 20) / 1e3
     1.37
     """
@@ -115,7 +117,9 @@ def draft_time_estimate(p: VerifyParams, depth: int, tokens_per_step: tuple[int,
     reads the weights once and computes on every token, so a wider tree costs more only once
     it is compute-bound.
 
-    >>> p = VerifyParams(2, 2, 1, 10, 100, 20, 0, 0, 1e3, 1e9, 0.5, 0.25, 0.125)
+    >>> p = VerifyParams(n_layers=2, n_moe_layers=2, top_k=1, expert_bytes=10, non_expert_bytes=100, head_bytes=20,
+    ...                  dense_weights=0, expert_weights=0, hbm_Bps=1e3, flops_per_s=1e9, per_step_s=0.5,
+    ...                  per_layer_s=0.25, per_expert_s=0.125)
     >>> draft_time_estimate(p, 2) == 2 * draft_time_estimate(p, 1)
     True
     """

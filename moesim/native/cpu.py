@@ -85,7 +85,7 @@ class PackedFile:
     file_bytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExecutorConfig:
     """One executor run's pipeline settings (G, B, Q, prefetch point) and compute knobs."""
 
@@ -120,7 +120,7 @@ class ExecutorConfig:
                 "--seed", str(self.seed)]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class ExecutorResult:
     """A measured run: summary metrics, the interval timeline, and the executor's config echo."""
 

@@ -162,7 +162,7 @@ _MULTIPLE = {"nb": {"q4_dequant_i8": 8, "q4_dequant_i16": 8, "q4q8_dot": 32, "q4
              "H": {"route_gather_scatter": 128}}   # shape key -> program -> required multiple
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KernelCase:
     program: str                      # kernel program (build/<program>.elf)
     shape: str                        # "R=64,nb=64,T=8"
@@ -261,8 +261,8 @@ def make_case(program: str, shape: str, seed: int = 0) -> KernelCase:
     keys = KERNELS[program][1]
     rng = np.random.default_rng([seed, KERNELS[program][0], *(s[k] for k in keys)])
     sections, expected, macs, weight_B = _INPUTS[program](program, s, rng)
-    return KernelCase(program, ",".join(f"{k}={s[k]}" for k in keys), tuple(s[k] for k in keys), sections, expected,
-                      macs, weight_B)
+    return KernelCase(program=program, shape=",".join(f"{k}={s[k]}" for k in keys), params=tuple(s[k] for k in keys),
+                      sections=sections, expected=expected, macs=macs, weight_B=weight_B)
 
 
 @dataclass(frozen=True)
@@ -271,7 +271,7 @@ class FunctionCount:
     hvx_packets: int      # of which contain at least one HVX instruction
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CaseRun:
     case: KernelCase
     hvx_matches_numpy: bool
@@ -346,5 +346,6 @@ def run_case(tc: Toolchain, build_dir: Path, case: KernelCase, *, count_packets:
     body = proc.stdout[_HEADER_B:]
     if magic != _MAGIC or status != 0 or len(body) != 2 * out_B:
         raise HexagonRunError(f"{elf.name} {case.shape}: malformed reply (status {status}, {len(body)} bytes)")
-    return CaseRun(case, body[:out_B] == case.expected, body[out_B:] == case.expected, mismatches, counts)
+    return CaseRun(case=case, hvx_matches_numpy=body[:out_B] == case.expected,
+                   scalar_matches_numpy=body[out_B:] == case.expected, program_mismatch_B=mismatches, counts=counts)
 

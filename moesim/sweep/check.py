@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from moesim.config.prefill import policy_options
+from moesim.config.base import field_default
+from moesim.config.prefill import PrefillRun, policy_options
 from moesim.errors import InputError, format_value
 
 __all__ = ["grid_size", "check_values", "check_policy_options", "policy_option_notes", "estimate_s", "describe_s"]
@@ -85,7 +86,7 @@ def check_values(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]
 
 
 def _policies(fixed: dict[str, Any], axes: dict[str, list[Any]]) -> list[str]:
-    return [str(p) for p in axes.get("policy", [fixed.get("policy", "estream")])]
+    return [str(p) for p in axes.get("policy", [fixed.get("policy", field_default(PrefillRun, "policy").kind)])]
 
 
 def _option_users(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]) -> dict[str, list[str]]:

@@ -17,13 +17,13 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, create_model
 
-from moesim.config.base import Frozen
-from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL, DEFAULT_MODEL, DEFAULT_PHONE_DEVICE, load_model
+from moesim.config.base import Frozen, field_default
+from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
 from moesim.config.loading import read_toml, validate_data
-from moesim.config.prefill import PolicyName, Prefetch, policy_options
+from moesim.config.prefill import POLICY_MODELS, PolicyName, PrefillRun, policy_options
 from moesim.config.profiles import load_profile, override_profile
-from moesim.config.specdecode import DraftTree, Selector
+from moesim.config.specdecode import DraftTree, Selector, SpecDecodeRun
 from moesim.errors import InputError, deprecated
 from moesim.sweep.check import check_policy_options, check_values, grid_size, policy_option_notes
 
@@ -47,41 +47,56 @@ class _Params(Frozen):
     """The parameters a grid of one workload may fix or sweep."""
 
 
-class PrefillParams(_Params):
-    """What a prefill grid may fix or sweep (defaults are those of ``moesim prefill``)."""
+def _prefill_params() -> type[_Params]:
+    """What a prefill grid may fix or sweep: PrefillRun's own fields with its defaults (those of
+    ``moesim prefill``), and every policy option (:func:`moesim.config.prefill.policy_options`)
+    with the type of the first policy that takes it, unset by default (the policy's own default
+    applies), so a new policy option is a grid parameter with no edit here. The value checks are
+    the run's, made for every value before any point runs (:func:`moesim.sweep.check.check_values`),
+    so that a refusal names the axis and the value."""
+    fields: dict[str, Any] = {
+        "model": (str, field_default(PrefillRun, "model")), "device": (str, field_default(PrefillRun, "device")),
+        "tokens": (PositiveInt, field_default(PrefillRun, "tokens")),
+        "policy": (PolicyName, field_default(PrefillRun, "policy").kind)}
+    for option in _TAKES:
+        info = next(m.model_fields[option] for m in POLICY_MODELS if option in m.model_fields)
+        item: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+        fields[option] = (item | None, Field(None, description=_takes(option)))
+    fields.update({"memory_budget_GiB": (PositiveFloat | None, None), "trace": (str | None, None),
+                   "seed": (int, field_default(PrefillRun, "seed"))})
+    model: type[_Params] = create_model("PrefillParams", __base__=_Params,
+                                        __doc__="What a prefill grid may fix or sweep (defaults of moesim prefill).",
+                                        **fields)
+    return model
 
-    model: str = DEFAULT_MODEL
-    device: str = DEFAULT_PHONE_DEVICE
-    tokens: PositiveInt = 1024
-    policy: PolicyName = "estream"
-    group_size: PositiveInt | None = Field(None, description=_takes("group_size"))
-    banks: Annotated[int, Field(ge=2)] | None = Field(None, description=_takes("banks"))
-    queue_depth: PositiveInt | None = Field(None, description=_takes("queue_depth"))
-    prefetch: Prefetch | None = Field(None, description=_takes("prefetch"))
-    ubatch_tokens: PositiveInt | None = Field(None, description=_takes("ubatch_tokens"))
-    memory_budget_GiB: PositiveFloat | None = None
-    trace: str | None = None
-    seed: int = 0
+
+PrefillParams = _prefill_params()
+
+
+def _spec(name: str) -> Any:
+    return field_default(SpecDecodeRun, name)
 
 
 class SpecDecodeParams(_Params):
-    """What a speculative-decoding grid may fix or sweep (defaults of ``moesim specdecode``)."""
+    """What a speculative-decoding grid may fix or sweep: the defaults are SpecDecodeRun's (those
+    of ``moesim specdecode``), the draft tree as depth and width; values checked as for prefill."""
 
-    model: str = DEFAULT_GPU_MODEL
-    device: str = DEFAULT_GPU_DEVICE
+    model: str = _spec("model")
+    device: str = _spec("device")
     trace: str | None = None
-    selector: Selector = "confidence"
-    gamma: Annotated[int, Field(ge=1, le=64)] = 4
-    epsilon: PositiveFloat = 1.0
+    selector: Selector = _spec("selector")
+    gamma: Annotated[int, Field(ge=1, le=64)] = _spec("gamma")
+    epsilon: PositiveFloat = _spec("epsilon")
     predictor: str | None = Field(None, description="oracle, learned[:FOLDS], accuracy:P; None = the realistic "
                                                     "default (learned on a real trace, else the published accuracy)")
-    routing: str = Field("mixture", description="mixture[:SHARE], nearby[:WINDOW], request, trace, same-position")
-    depth: Annotated[int, Field(ge=1, le=8)] = 3
-    width: Annotated[int, Field(ge=1, le=8)] = 2
+    routing: str = Field(_spec("routing").kind, description="mixture[:SHARE], nearby[:WINDOW], request, trace, "
+                                                            "same-position, alternative[:SHARE]")
+    depth: Annotated[int, Field(ge=1, le=8)] = field_default(DraftTree, "depth")
+    width: Annotated[int, Field(ge=1, le=8)] = field_default(DraftTree, "width")
     t_draft_ms: NonNegativeFloat | None = None
     t_pred_ms: NonNegativeFloat | None = None
-    passes: Annotated[int, Field(ge=1, le=100)] = 8
-    seed: Annotated[int, Field(ge=0)] = 0
+    passes: Annotated[int, Field(ge=1, le=100)] = _spec("passes")
+    seed: Annotated[int, Field(ge=0)] = _spec("seed")
 
 
 #: DecodeRun fields a grid takes as they are; the draft tree is flattened to depth and width
@@ -140,7 +155,7 @@ class Point:
         return {"workload": workload, "index": self.index, "id": self.id, "params": dict(self.params)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Grid:
     workload: str
     source: str
@@ -274,8 +289,8 @@ def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | Non
         points.append(Point(index, _point_id({"workload": workload, **params}), params))
     _check_overrides(workload, points, source)
     digest = json.dumps({"workload": workload, "points": [p.params for p in points]}, sort_keys=True)
-    return Grid(workload, source, all_fixed, all_axes, tuple(points),
-                hashlib.sha256(digest.encode()).hexdigest()[:16])
+    return Grid(workload=workload, source=source, fixed=all_fixed, axes=all_axes, points=tuple(points),
+                hash=hashlib.sha256(digest.encode()).hexdigest()[:16])
 
 
 def _no_booleans(fixed: dict[str, Any], axes: dict[str, Any], source: str) -> None:

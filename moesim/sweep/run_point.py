@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from moesim._version import __version__
-from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
+from moesim.config.base import field_default
 from moesim.config.decode import DecodeRun
 from moesim.config.device import GPUServerProfile, MobileNPUProfile
 from moesim.config.loading import validate_data
@@ -30,17 +30,18 @@ def _profile(device: str, overrides: dict[str, float]) -> AnyProfile:
 
 def _prefill_run(params: dict[str, Any], overrides: dict[str, float]) -> PrefillRun:
     # a policy option of the grid applies to the policies that take it and is ignored by the others
-    policy = build_policy(params.get("policy", "estream"), {k: params.get(k) for k in policy_options()}, strict=False)
+    kind = params.get("policy", field_default(PrefillRun, "policy").kind)
+    policy = build_policy(kind, {k: params.get(k) for k in policy_options()}, strict=False)
     keys = ("model", "device", "tokens", "memory_budget_GiB", "trace", "seed")
     data: dict[str, Any] = {k: params[k] for k in keys if k in params}
-    return validate_data(PrefillRun, {"model": DEFAULT_MODEL, "device": DEFAULT_PHONE_DEVICE, "tokens": 1024,
-                                      **data, "policy": policy, "overrides": overrides})
+    return validate_data(PrefillRun, {**data, "policy": policy, "overrides": overrides})
 
 
 def _specdecode_run(params: dict[str, Any], overrides: dict[str, float]) -> SpecDecodeRun:
     data = {k: v for k, v in params.items() if k not in ("predictor", "routing", "depth", "width")}
     data["predictor"] = None if params.get("predictor") is None else parse_predictor(params["predictor"])
-    data["routing"] = parse_routing(params.get("routing", "mixture"))
+    if "routing" in params:
+        data["routing"] = parse_routing(params["routing"])
     data["tree"] = {k: params[k] for k in ("depth", "width") if k in params}
     return validate_data(SpecDecodeRun, {**data, "overrides": overrides})
 
@@ -102,4 +103,7 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def _default_device(task: dict[str, Any]) -> str:
-    return DEFAULT_GPU_DEVICE if task["workload"] == "specdecode" else DEFAULT_PHONE_DEVICE
+    from moesim.simulate import WORKLOADS
+
+    device: str = field_default(WORKLOADS[task["workload"]].run_type, "device")
+    return device

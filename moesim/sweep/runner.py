@@ -24,7 +24,7 @@ class SweepStopped(MoesimError):
     """The sweep stopped on request before every point ran (its parts are kept for --resume)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepReport:
     frame: pd.DataFrame = field(repr=False)
     ran: int
@@ -90,7 +90,7 @@ def _run_locked(grid: Grid, store: PartStore, workers: int | None, scheduler: An
         frame = store.finish()
     except InputError as exc:            # the Parquet could not be written: every part is kept
         raise _kept(exc, store) from exc
-    return SweepReport(frame, ran, len(done), wall, executor)
+    return SweepReport(frame=frame, ran=ran, resumed=len(done), wall_s=wall, executor=executor)
 
 
 def _kept(exc: InputError, store: PartStore) -> InputError:

@@ -39,7 +39,7 @@ LEAK_DEFAULT = 0.1
 F64 = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FitTargets:
     """Per-layer targets ([L] arrays, NaN = not given) and the segment lengths to simulate."""
 
@@ -51,7 +51,7 @@ class FitTargets:
     reuse: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Measured:
     """Per-layer statistics of a simulated (or real) array: ``pi`` [L, E], the rest [L]."""
 
@@ -87,7 +87,7 @@ def measure(experts: npt.NDArray[np.int16], lengths: Sequence[int], n_exp: int,
             u = window_unions(hot, bounds, w)
             if u.size:
                 stats[row, layer] = float(u.mean()) / scale
-    return Measured(pi, stats[0], stats[1], stats[2], stats[3])
+    return Measured(pi=pi, coverage32=stats[0], coverage128=stats[1], union4=stats[2], reuse=stats[3])
 
 
 def _bisect(lo: float, hi: float, go_up: Callable[[float], bool]) -> float:

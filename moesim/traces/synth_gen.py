@@ -28,7 +28,7 @@ F32 = npt.NDArray[np.float32]
 Ids = npt.NDArray[np.intp]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GenParams:
     """``logw`` [L, E] popularity log-weights; ``rho`` in [0, 1); ``ws_frac`` in (0, 1];
     ``leak`` in (0, 1]."""

@@ -90,7 +90,7 @@ class TraceMeta(Frozen):
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class RoutingTrace:
     """Routing of ``T`` tokens through ``L`` recorded MoE layers, ``k`` experts each."""
 

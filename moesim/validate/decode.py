@@ -58,7 +58,8 @@ def _case(name: str, ref: float, source: str, metric: str, *run: Any, unit: str 
     """``miss``: the reason a case is a known miss (and where it is explained); "" = expected to pass."""
     def predict() -> float:
         return float(_run(*run)[metric]) / (MiB if unit == "MiB" else 1)
-    return Case(name, ref, source, tolerance, kind, predict, fitted_to=False, unit=unit,  # type: ignore[arg-type]
+    return Case(name=name, reference=ref, source=source, tolerance=tolerance,
+                tolerance_kind=kind, predict=predict, fitted_to=False, unit=unit,  # type: ignore[arg-type]
                 expect="miss" if miss else "pass", why=miss)
 
 

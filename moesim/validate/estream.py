@@ -47,43 +47,46 @@ _BUBBLES_WHY = ("soft anchor, not fitted: the calibrated NPU computes a 1K prefi
 
 
 def _target(target: Target, fitted: bool, why: str = "") -> Case:
-    return Case(target.name, target.value, f"{target.source} (at G={CALIBRATED_AT[0]}, B={CALIBRATED_AT[1]})",
-                target.tolerance, target.tolerance_kind,
-                lambda: predict(phone_profile(_DEVICE), target, *CALIBRATED_AT), fitted_to=fitted,
+    return Case(name=target.name, reference=target.value,
+                source=f"{target.source} (at G={CALIBRATED_AT[0]}, B={CALIBRATED_AT[1]})", tolerance=target.tolerance,
+                tolerance_kind=target.tolerance_kind,
+                predict=lambda: predict(phone_profile(_DEVICE), target, *CALIBRATED_AT), fitted_to=fitted,
                 unit="s" if target.metric == "ttft_s" else "share", expect="miss" if why else "pass", why=why)
 
 
 def _anchor(a: Anchor) -> Case:
-    return Case(a.name, a.seconds, a.source, 0.10, "relative", lambda: a.predict_s(phone_profile(_DEVICE)),
-                fitted_to=True, unit="s")
+    return Case(name=a.name, reference=a.seconds, source=a.source, tolerance=0.10, tolerance_kind="relative",
+                predict=lambda: a.predict_s(phone_profile(_DEVICE)), fitted_to=True, unit="s")
 
 
 def estream_cases() -> list[Case]:
     cases = [_anchor(a) for a in hard_anchors() if a.name != TTFT_TARGET.name]
     cases.append(_target(TTFT_TARGET, fitted=True))
     cases += [_target(t, fitted=False, why=_BUBBLES_WHY) for t in BUBBLE_TARGETS]
-    cases.append(Case(CPU_TARGET.name, CPU_TARGET.value, CPU_TARGET.source, CPU_TARGET.tolerance, "relative",
-                      lambda: _metrics(PAPER_MODEL, 4096, "cpu")["ttft_s"], fitted_to=True, unit="s"))
-    cases.append(Case("estream/olmoe-4k-speedup-vs-cpu", 2.25,
-                      f"{_SRC}: EStream 2.25-27.57x faster than the fastest non-offloading baseline "
-                      "(18 model-length settings)", 0.0, "range",
-                      lambda: _metrics(PAPER_MODEL, 4096, "cpu")["ttft_s"]
+    cases.append(Case(name=CPU_TARGET.name, reference=CPU_TARGET.value, source=CPU_TARGET.source,
+                      tolerance=CPU_TARGET.tolerance, tolerance_kind="relative",
+                      predict=lambda: _metrics(PAPER_MODEL, 4096, "cpu")["ttft_s"], fitted_to=True, unit="s"))
+    cases.append(Case(name="estream/olmoe-4k-speedup-vs-cpu", reference=2.25,
+                      source=f"{_SRC}: EStream 2.25-27.57x faster than the fastest non-offloading baseline "
+                      "(18 model-length settings)", tolerance=0.0, tolerance_kind="range",
+                      predict=lambda: _metrics(PAPER_MODEL, 4096, "cpu")["ttft_s"]
                       / _metrics(PAPER_MODEL, 4096, "estream")["ttft_s"],
                       fitted_to=False, unit="x", low=2.25, high=27.57))
-    cases.append(Case("estream/olmoe-4k-memory-ratio-vs-cpu", 6.45,
-                      f"{_SRC}: EStream used 6.45-12.29x less physical memory than the fastest "
-                      "non-offloading baseline", 0.0, "range",
-                      lambda: _metrics(PAPER_MODEL, 4096, "cpu")["peak_memory_GiB"]
+    cases.append(Case(name="estream/olmoe-4k-memory-ratio-vs-cpu", reference=6.45,
+                      source=f"{_SRC}: EStream used 6.45-12.29x less physical memory than the fastest "
+                      "non-offloading baseline", tolerance=0.0, tolerance_kind="range",
+                      predict=lambda: _metrics(PAPER_MODEL, 4096, "cpu")["peak_memory_GiB"]
                       / _metrics(PAPER_MODEL, 4096, "estream")["peak_memory_GiB"],
                       fitted_to=False, unit="x", low=6.45, high=12.29, expect="miss",
                       why="2.75x: the paper's memory configuration and baseline weight format are not stated "
                           "(docs/background/prefill-model.md, 'Memory ratio')"))
-    cases.append(Case("estream/olmoe-4k-mean-power-vs-phone", 7.0,
-                      "whole-phone average of about 7 W (+-17%) over a 10-minute NPU LLM run on a Galaxy S25 Ultra, "
-                      "screen on, mostly decode (derived from a battery-percentage report, low confidence; "
+    cases.append(Case(name="estream/olmoe-4k-mean-power-vs-phone", reference=7.0,
+                      source="whole-phone average of about 7 W (+-17%) over a 10-minute NPU LLM run on a Galaxy S25 "
+                      "Ultra, screen on, mostly decode (derived from a battery-percentage report, low confidence; "
                       "docs/background/phone-figures.md section 8): a plausibility range, not a matched setting, "
                       "and not independent (the NPU's assumed 4 W was chosen under this figure)",
-                      0.0, "range", lambda: _metrics(PAPER_MODEL, 4096, "estream")["mean_power_w"], fitted_to=True,
+                      tolerance=0.0, tolerance_kind="range",
+                      predict=lambda: _metrics(PAPER_MODEL, 4096, "estream")["mean_power_w"], fitted_to=True,
                       unit="W", low=5.8, high=8.2))
     return cases
 

@@ -80,18 +80,22 @@ def _wrong_kernel_caught() -> float:
 
 def hexagon_cases() -> list[Case]:
     """Every ``hexagon/`` case, in a stable order; nothing runs until a case's predict()."""
-    cases = [Case(f"hexagon/{program}/bitexact", 0.0, _NUMPY, 0.0, "absolute",
-                  partial(_differing_shapes, program), fitted_to=False, unit="shapes differing")
+    cases = [Case(name=f"hexagon/{program}/bitexact", reference=0.0, source=_NUMPY, tolerance=0.0,
+                  tolerance_kind="absolute", predict=partial(_differing_shapes, program), fitted_to=False,
+                  unit="shapes differing")
              for program in PLAN]
     for program, (_, held) in PLAN.items():
         for row, _, _ in KERNELS[program][2]:
-            cases += [Case(f"hexagon/packets/{row}/{shape}", 1.0, _MEASURED, HELD_OUT_TOLERANCE, "relative",
-                           partial(_model_over_measured, program, row, shape),
-                           fitted_to=False, unit="model/measured") for shape in held]
-    cases.append(Case("hexagon/isa-check-refuses-newer-hvx", 1.0,
-                      "native_ref/hexagon make isa-selftest: a qfloat and an HVX v69 probe must be refused",
-                      0.0, "absolute", _isa_check_refuses, fitted_to=False, unit="refused"))
-    cases.append(Case("hexagon/wrong-kernel-caught", 1.0,
-                      "q4_dequant_i8 built with MOESIM_INJECT_BUG (nibbles swapped) must differ from numpy",
-                      0.0, "absolute", _wrong_kernel_caught, fitted_to=False, unit="caught"))
+            cases += [Case(name=f"hexagon/packets/{row}/{shape}", reference=1.0, source=_MEASURED,
+                           tolerance=HELD_OUT_TOLERANCE, tolerance_kind="relative",
+                           predict=partial(_model_over_measured, program, row, shape), fitted_to=False,
+                           unit="model/measured") for shape in held]
+    cases.append(Case(name="hexagon/isa-check-refuses-newer-hvx", reference=1.0,
+                      source="native_ref/hexagon make isa-selftest: a qfloat and an HVX v69 probe must be refused",
+                      tolerance=0.0, tolerance_kind="absolute", predict=_isa_check_refuses, fitted_to=False,
+                      unit="refused"))
+    cases.append(Case(name="hexagon/wrong-kernel-caught", reference=1.0,
+                      source="q4_dequant_i8 built with MOESIM_INJECT_BUG (nibbles swapped) must differ from numpy",
+                      tolerance=0.0, tolerance_kind="absolute", predict=_wrong_kernel_caught, fitted_to=False,
+                      unit="caught"))
     return cases

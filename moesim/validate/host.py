@@ -127,13 +127,15 @@ def host_cases() -> list[Case]:
            "(issue acceptance: <= 10%)")
     mean_src = (f"native executor on {where}, mean of repeats (validation/host_executor_runs.csv); predicted as "
                 "the mean over the profile's disk-rate deciles (the disk as a random variable)")
-    out = [Case("host/makespan-mape", 0.0, src, 0.0, "range", _mape("median"), fitted_to=False, unit="MAPE",
-                low=0.0, high=0.10, expect="miss",
+    out = [Case(name="host/makespan-mape", reference=0.0, source=src, tolerance=0.0, tolerance_kind="range",
+                predict=_mape("median"), fitted_to=False, unit="MAPE", low=0.0, high=0.10, expect="miss",
                 why=f"10.1% on the committed measurement; the 10% target was met in 5 of 7 measurements ({_DISK})"),
-           Case("host/makespan-mape-given-io", 0.0, src + "; each case predicted with the disk rate its runs saw",
-                0.0, "range", _mape("given-io"), fitted_to=False, unit="MAPE", low=0.0, high=0.10),
-           Case("host/makespan-mape-mean", 0.0, src + "; means of runs against predictions over the disk deciles",
-                0.0, "range", _mape("mean"), fitted_to=False, unit="MAPE", low=0.0, high=0.10)]
+           Case(name="host/makespan-mape-given-io", reference=0.0,
+                source=src + "; each case predicted with the disk rate its runs saw", tolerance=0.0,
+                tolerance_kind="range", predict=_mape("given-io"), fitted_to=False, unit="MAPE", low=0.0, high=0.10),
+           Case(name="host/makespan-mape-mean", reference=0.0,
+                source=src + "; means of runs against predictions over the disk deciles", tolerance=0.0,
+                tolerance_kind="range", predict=_mape("mean"), fitted_to=False, unit="MAPE", low=0.0, high=0.10)]
     src = f"native executor on {where}, median of repeats (validation/host_executor_runs.csv)"
     given = src + "; predicted with the disk rate the runs themselves saw (checks the pipeline model, not the disk)"
     #: (check, index of the prediction, prediction mode, measured column, source, tolerance)
@@ -146,9 +148,10 @@ def host_cases() -> list[Case]:
         ("bubble-mean", 1, "mean", "bubble_share_mean", mean_src, 0.05))
     for c in CASES:
         for check, index, mode, key, source, tol in checks:
-            out.append(Case(f"{c.name}/{check}", 0.0, source, tol, "absolute" if index else "relative",
-                            _pred(c.name, index, mode), fitted_to=False, unit="share" if index else "s",
-                            reference_fn=_ref(c.name, key), **_expect(c.name, check)))
+            out.append(Case(name=f"{c.name}/{check}", reference=0.0, source=source, tolerance=tol,
+                            tolerance_kind="absolute" if index else "relative", predict=_pred(c.name, index, mode),
+                            fitted_to=False, unit="share" if index else "s", reference_fn=_ref(c.name, key),
+                            **_expect(c.name, check)))
     return out
 
 

@@ -29,7 +29,7 @@ Expect = Literal["pass", "miss", "varies"]
 Status = Literal["pass", "now passes", "known miss", "regression", "error", "skipped"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Case:
     name: str
     reference: float

@@ -58,8 +58,9 @@ def _trace_expect() -> dict[str, Any]:
 
 def _fitted(t: Target) -> Case:
     unit = {"mean_active_experts": "experts", "acceptance_length": "tokens"}.get(t.metric, "s")
-    return Case(t.name, t.value, t.source + _stand_in(), t.tolerance, t.tolerance_kind,
-                lambda: _value(t.metric), fitted_to=True, unit=unit, **_trace_expect())
+    return Case(name=t.name, reference=t.value, source=t.source + _stand_in(), tolerance=t.tolerance,
+                tolerance_kind=t.tolerance_kind, predict=lambda: _value(t.metric), fitted_to=True, unit=unit,
+                **_trace_expect())
 
 
 def _qwen_hbm_gb(active: float) -> float:
@@ -69,26 +70,29 @@ def _qwen_hbm_gb(active: float) -> float:
 
 def specdecode_cases() -> list[Case]:
     cases = [_fitted(t) for t in SPEC_TARGETS]
-    cases.append(Case("specdecode/gpt-oss-120b-eagle3-t-step", 0.148,
-                      f"{_SRC}: T_step 0.148 s (= published T_draft 0.035 s + fitted T_verify){_stand_in()}",
-                      0.10, "relative", lambda: _value("t_step_s"), fitted_to=True, unit="s", **_trace_expect()))
-    cases.append(Case("specdecode/gpt-oss-120b-eagle3-speedup", 1.14,
-                      f"{_SRC}: 1.14x over AR (the paper's own alpha x T_AR / T_step gives 1.03; moesim reports "
-                      f"tokens/s x T_AR){_stand_in()}", 0.15, "relative", lambda: _value("speedup_vs_ar"),
-                      fitted_to=False, unit="x", **_trace_expect()))
-    cases.append(Case("specdecode/qwen3-235b-hbm-bytes-eagle3", 99.3,
-                      f"{_SRC}: estimated verification HBM reads 99.3 GB per step at E = 23.7 (byte model only)",
-                      0.05, "relative", lambda: _qwen_hbm_gb(23.7), fitted_to=False, unit="GB"))
-    cases.append(Case("specdecode/qwen3-235b-hbm-bytes-ecospec", 88.1,
-                      f"{_SRC}: estimated verification HBM reads 88.1 GB per step at E = 20.5 (byte model only)",
-                      0.05, "relative", lambda: _qwen_hbm_gb(20.5), fitted_to=False, unit="GB"))
-    cases.append(Case("specdecode/cpu-verify-linear-in-union", 0.0,
-                      "measured here: one MoE layer's verification time on this CPU (per-active-expert loop over "
-                      "the native Q4_0 kernel), t = a + b x union fitted on unions 8/16/24/32; value = MAPE on "
+    cases.append(Case(name="specdecode/gpt-oss-120b-eagle3-t-step", reference=0.148,
+                      source=f"{_SRC}: T_step 0.148 s (= published T_draft 0.035 s + fitted T_verify){_stand_in()}",
+                      tolerance=0.10, tolerance_kind="relative", predict=lambda: _value("t_step_s"), fitted_to=True,
+                      unit="s", **_trace_expect()))
+    cases.append(Case(name="specdecode/gpt-oss-120b-eagle3-speedup", reference=1.14,
+                      source=f"{_SRC}: 1.14x over AR (the paper's own alpha x T_AR / T_step gives 1.03; moesim reports "
+                      f"tokens/s x T_AR){_stand_in()}", tolerance=0.15, tolerance_kind="relative",
+                      predict=lambda: _value("speedup_vs_ar"), fitted_to=False, unit="x", **_trace_expect()))
+    cases.append(Case(name="specdecode/qwen3-235b-hbm-bytes-eagle3", reference=99.3,
+                      source=f"{_SRC}: estimated verification HBM reads 99.3 GB per step at E = 23.7 (byte model only)",
+                      tolerance=0.05, tolerance_kind="relative", predict=lambda: _qwen_hbm_gb(23.7), fitted_to=False,
+                      unit="GB"))
+    cases.append(Case(name="specdecode/qwen3-235b-hbm-bytes-ecospec", reference=88.1,
+                      source=f"{_SRC}: estimated verification HBM reads 88.1 GB per step at E = 20.5 (byte model only)",
+                      tolerance=0.05, tolerance_kind="relative", predict=lambda: _qwen_hbm_gb(20.5), fitted_to=False,
+                      unit="GB"))
+    cases.append(Case(name="specdecode/cpu-verify-linear-in-union", reference=0.0,
+                      source="measured here: one MoE layer's verification time on this CPU (per-active-expert loop "
+                      "over the native Q4_0 kernel), t = a + b x union fitted on unions 8/16/24/32; value = MAPE on "
                       "held-out unions 10/13/19/27/30; per union the median over 3 expert sets of the fastest of "
                       "7 interleaved repeats (moesim.calibrate.verify_cpu)",
-                      0.0, "range",
-                      _cpu_verify_mape, fitted_to=False, unit="MAPE", low=0.0, high=0.10, expect="varies",
+                      tolerance=0.0, tolerance_kind="range",
+                      predict=_cpu_verify_mape, fitted_to=False, unit="MAPE", low=0.0, high=0.10, expect="varies",
                       why="timed on this machine now: a busy machine can push it past its tolerance (1.1% MAPE on "
                           "an idle one; docs/specdecode.md, validation/verify_cpu.md)"))
     return cases

@@ -47,7 +47,8 @@ def test_bank_protocol_and_causality(tiny_profile: MobileNPUProfile, case: Prefi
     banks = spans[spans.unit.str.startswith("bank")]
     # at most Q reads in flight
     assert _overlaps(reads) <= cfg["queue_depth"]
-    assert res.to_dict()["max_reads_in_flight"] <= cfg["queue_depth"]
+    in_flight = res.metrics.max_reads_in_flight       # None only for a policy that does not stream
+    assert in_flight is not None and in_flight <= cfg["queue_depth"]
     # every active group computed exactly once, after its read, on a bank that was completely filled
     for row in computes.itertuples():
         read = reads[(reads.layer == row.layer) & (reads.group == row.group)]
@@ -85,10 +86,10 @@ def test_bounds_and_determinism(tiny_profile: MobileNPUProfile, case: PrefillCas
     a = _run(tiny_profile, model, routing, cfg)
     b = _run(tiny_profile, model, routing, cfg)
     pd.testing.assert_frame_equal(a.spans, b.spans)
-    bounds = a.to_dict()["bounds_s"]
+    bounds = a.metrics.bounds_s
     assert bounds["lower"] <= a.ttft_s + 1e-9
     assert a.ttft_s <= bounds["serial"] + 1e-6 + 1e-9 * len(a.spans)
-    assert 0.0 <= a.to_dict()["bubble_share"] <= 1.0
+    assert 0.0 <= a.metrics.bubble_share <= 1.0
 
 
 @SETTINGS
@@ -105,9 +106,8 @@ def test_more_ufs_bandwidth_never_slower(tiny_profile: MobileNPUProfile, case: P
 @given(prefill_cases(), st.floats(0.0, 1.0))
 def test_peak_memory_within_budget(tiny_profile: MobileNPUProfile, case: PrefillCase, slack: float) -> None:
     model, routing, cfg = case
-    base = _run(tiny_profile, model, routing, {**cfg, "banks": 2}).to_dict()
-    need = base["peak_memory_GiB"]
+    need = _run(tiny_profile, model, routing, {**cfg, "banks": 2}).metrics.peak_memory_GiB
     budget = need * (1 + slack)
     free = EStreamPolicy(**cfg).model_copy(update={"banks": None})   # the budget decides the banks
     res = _run(tiny_profile, model, routing, free, budget=budget)
-    assert res.to_dict()["peak_memory_GiB"] <= budget + 1e-12
+    assert res.metrics.peak_memory_GiB <= budget + 1e-12

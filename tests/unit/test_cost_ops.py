@@ -7,7 +7,7 @@ from moesim.cost.bounds import stream_bounds
 from moesim.cost.ops import OpCost, _causal_pairs, expert_op, group_op, matmul, padded
 from moesim.cost.params import Backend, UFSParams
 
-BE = Backend("test", mat_flop_per_ns=1000.0, weight_B_per_ns=10.0, elem_B_per_ns=100.0, tile_rows=32,
+BE = Backend(name="test", mat_flop_per_ns=1000.0, weight_B_per_ns=10.0, elem_B_per_ns=100.0, tile_rows=32,
              call_overhead_ns=500.0)
 
 

@@ -162,7 +162,8 @@ def test_run_checks_routing_against_the_packed_file(packed: cpu.PackedFile) -> N
     with pytest.raises(InputError, match="expert ids must be < 8, got 8"):
         cpu.run_executor(packed, np.full((4, 3, 2), 8, dtype=np.int16), cfg)
     with pytest.raises(InputError, match="group_size must be <= the experts"):
-        cpu.run_executor(packed, small_routing(0), cpu.ExecutorConfig(9, 2, 1, "non-ffn"))
+        cpu.run_executor(packed, small_routing(0), cpu.ExecutorConfig(group_size=9, banks=2, queue_depth=1,
+                                                                      prefetch="non-ffn"))
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -246,7 +247,8 @@ def check_timeline(res: cpu.ExecutorResult, ids: npt.NDArray[np.int16], cfg: cpu
 def test_executor_obeys_pipeline_rules(packed: cpu.PackedFile, prefetch: cpu.Prefetch, group_size: int,
                                        banks: int, queue_depth: int) -> None:
     ids = small_routing(group_size * 10 + banks)
-    cfg = cpu.ExecutorConfig(group_size, banks, queue_depth, prefetch, threads=1 + (banks % 2))
+    cfg = cpu.ExecutorConfig(group_size=group_size, banks=banks, queue_depth=queue_depth, prefetch=prefetch,
+                             threads=1 + (banks % 2))
     res = cpu.run_executor(packed, ids, cfg, timeout_s=60)
     check_timeline(res, ids, cfg, SMALL)
     assert res.config["prefetch"] == prefetch and res.config["group_size"] == group_size
@@ -255,7 +257,8 @@ def test_executor_obeys_pipeline_rules(packed: cpu.PackedFile, prefetch: cpu.Pre
 
 def test_executor_keeps_its_files_in_workdir(packed: cpu.PackedFile, tmp_path: Path) -> None:
     ids = small_routing(7)
-    cfg = cpu.ExecutorConfig(4, 2, 2, "after-routing", nonffn_reps=0)   # reads only active groups
+    # reads only active groups
+    cfg = cpu.ExecutorConfig(group_size=4, banks=2, queue_depth=2, prefetch="after-routing", nonffn_reps=0)
     res = cpu.run_executor(packed, ids, cfg, workdir=tmp_path)
     assert np.array_equal(cpu.read_routing(tmp_path / "routing.bin"), ids)
     pd.testing.assert_frame_equal(cpu.read_intervals(tmp_path / "intervals.csv"), res.intervals)
@@ -266,7 +269,7 @@ def test_executor_keeps_its_files_in_workdir(packed: cpu.PackedFile, tmp_path: P
 
 def test_buffered_fallback_is_reported(packed: cpu.PackedFile) -> None:
     ids = small_routing(4)
-    cfg = cpu.ExecutorConfig(2, 2, 2, "after-routing", io="buffered")
+    cfg = cpu.ExecutorConfig(group_size=2, banks=2, queue_depth=2, prefetch="after-routing", io="buffered")
     res = cpu.run_executor(packed, ids, cfg)
     assert res.direct_io is False and res.config["io"] == "buffered"
     check_timeline(res, ids, cfg, SMALL)
@@ -289,14 +292,15 @@ def test_tmpfs_falls_back_to_buffered_reads(build_dir: Path) -> None:
     try:
         pf = cpu.pack_experts(path, SMALL, seed=1)
         ids = small_routing(5)
-        cfg = cpu.ExecutorConfig(3, 2, 2, "non-ffn")
+        cfg = cpu.ExecutorConfig(group_size=3, banks=2, queue_depth=2, prefetch="non-ffn")
         res = cpu.run_executor(pf, ids, cfg)
         assert res.filesystem == "tmpfs"
         check_timeline(res, ids, cfg, SMALL)
         if res.direct_io:   # Linux >= 6.6 accepts O_DIRECT on tmpfs (reads are then memory copies)
             return
         with pytest.raises(cpu.NativeRunError, match="refuses direct I/O"):
-            cpu.run_executor(pf, ids, cpu.ExecutorConfig(3, 2, 2, "non-ffn", io="direct"))
+            cpu.run_executor(pf, ids, cpu.ExecutorConfig(group_size=3, banks=2, queue_depth=2, prefetch="non-ffn",
+                                                         io="direct"))
     finally:
         path.unlink(missing_ok=True)
 

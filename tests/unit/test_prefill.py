@@ -41,32 +41,35 @@ def test_policies_order_as_expected(tiny_profile, olmoe) -> None:  # type: ignor
     t = {k: r.ttft_s for k, r in res.items()}
     assert t["resident"] <= t["estream"] <= t["naive"]
     assert t["estream"] <= t["layer-b2"] * 1.01  # compute-bound here: within 1%
-    mem = {k: r.to_dict()["peak_memory_GiB"] for k, r in res.items()}
+    mem = {k: r.metrics.peak_memory_GiB for k, r in res.items()}
     assert mem["estream"] < mem["layer-b2"] < mem["resident"]
-    assert res["resident"].to_dict()["io_bytes"] == 0 and res["cpu"].to_dict()["io_bytes"] == 0
-    assert res["mmap"].to_dict()["page_faults"] > 0
+    assert res["resident"].metrics.io_bytes == 0 and res["cpu"].metrics.io_bytes == 0
+    faults = res["mmap"].metrics.page_faults
+    assert faults is not None and faults > 0
 
 
 def test_prefetch_points_order_bubbles(tiny_profile, olmoe) -> None:  # type: ignore[no-untyped-def]
-    b = {p: _sim(tiny_profile, olmoe, EStreamPolicy(prefetch=p), tokens=512).to_dict()["bubble_share"]
+    b = {p: _sim(tiny_profile, olmoe, EStreamPolicy(prefetch=p), tokens=512).metrics.bubble_share
          for p in ("on-demand", "after-routing", "non-ffn")}
     assert b["on-demand"] > b["after-routing"] > b["non-ffn"]
 
 
 def test_mmap_under_a_tight_budget_refaults(tiny_profile, olmoe) -> None:  # type: ignore[no-untyped-def]
     free = _sim(tiny_profile, olmoe, MmapPolicy(ubatch_tokens=128))
-    tight = _sim(tiny_profile, olmoe, MmapPolicy(ubatch_tokens=128), budget=free.to_dict()["peak_memory_GiB"] * 0.6)
-    assert free.to_dict()["refaults"] == 0 and tight.to_dict()["refaults"] > 0
+    tight = _sim(tiny_profile, olmoe, MmapPolicy(ubatch_tokens=128), budget=free.metrics.peak_memory_GiB * 0.6)
+    refaults = tight.metrics.refaults
+    assert free.metrics.refaults == 0 and refaults is not None and refaults > 0
     assert tight.ttft_s > free.ttft_s
 
 
 def test_budget_picks_fewer_banks(tiny_profile, olmoe) -> None:  # type: ignore[no-untyped-def]
     roomy = _sim(tiny_profile, olmoe, EStreamPolicy())
-    need2 = (roomy.to_dict()["peak_memory_GiB"]
-             - roomy.to_dict()["memory_GiB"]["arena"] * (1 - 2 / roomy.to_dict()["config"]["banks"]))
+    banks = roomy.metrics.config.banks
+    assert banks is not None
+    need2 = roomy.metrics.peak_memory_GiB - roomy.metrics.memory_GiB["arena"] * (1 - 2 / banks)
     tight = _sim(tiny_profile, olmoe, EStreamPolicy(), budget=need2 + 1e-6)
-    assert tight.to_dict()["config"]["banks"] == 2
-    assert tight.to_dict()["peak_memory_GiB"] <= need2 + 1e-6
+    assert tight.metrics.config.banks == 2
+    assert tight.metrics.peak_memory_GiB <= need2 + 1e-6
 
 
 @pytest.mark.parametrize(("policy", "budget", "message"), [

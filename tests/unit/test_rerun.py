@@ -75,7 +75,8 @@ def test_python_rerun_and_to_pandas() -> None:
     result = moesim.simulate_prefill(run)
     row = result.to_pandas()
     assert len(row) == 1 and row["config.policy"].iloc[0] == "naive" and row["ttft_s"].iloc[0] == result.ttft_s
-    assert moesim.rerun(result.to_dict()).to_dict()["ttft_s"] == result.ttft_s
+    again = moesim.rerun(result.to_dict())
+    assert isinstance(again, moesim.PrefillResult) and again.metrics.ttft_s == result.ttft_s
     assert result.metrics.config.run == run
 
 

@@ -19,8 +19,8 @@ def _case(name: str, value: float, expect: str = "pass", why: str = "", raises: 
         if raises is not None:
             raise raises
         return value
-    return Case(name, 1.0, "a test figure", 0.10, "relative", predict, fitted_to=False, unit="x",
-                expect=expect, why=why)  # type: ignore[arg-type]
+    return Case(name=name, reference=1.0, source="a test figure", tolerance=0.10, tolerance_kind="relative",
+                predict=predict, fitted_to=False, unit="x", expect=expect, why=why)  # type: ignore[arg-type]
 
 
 WHY = "explained in docs/validation.md"
@@ -91,7 +91,8 @@ def test_cli_prints_a_line_per_group_as_it_finishes_and_a_summary(run_cli, regis
     def first_of_b() -> float:
         seen_before_b.append(capsys.readouterr().err)    # what stderr had when group b/ started
         return 1.0
-    b_first = Case("b/first", 1.0, "a test figure", 0.1, "relative", first_of_b, fitted_to=False)
+    b_first = Case(name="b/first", reference=1.0, source="a test figure", tolerance=0.1, tolerance_kind="relative",
+                   predict=first_of_b, fitted_to=False)
     registry(PASS, MISS, b_first, NOW, SKIP)
     res = run_cli("validate")
     assert res.code == 0, res.err

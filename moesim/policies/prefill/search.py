@@ -39,7 +39,7 @@ class StreamSetting:
     queue_depth: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoredProfile:
     """Service times of one (model, device, prompt routing) plus what every G needs."""
 
@@ -69,7 +69,8 @@ def build_profile(st: ServiceTimes, group_sizes: list[int] | None = None) -> Sto
         for gate in PREFETCH_POINTS:
             lower[(g, gate)] = lower_bound(inp, gate)
         monotone[g] = all(t.active for layer in inp.groups for t in layer)
-    return StoredProfile(st, inputs, lower, monotone, (time.perf_counter() - t0) * 1e3)
+    return StoredProfile(st=st, inputs=inputs, lower_ns=lower, monotone=monotone,
+                         build_ms=(time.perf_counter() - t0) * 1e3)
 
 
 def max_banks(profile: StoredProfile, g: int) -> int:
@@ -87,7 +88,7 @@ def space(profile: StoredProfile, arena_budget_B: int | None) -> list[StreamSett
     return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Choice:
     config: StreamSetting
     ttft_ns: int
@@ -162,7 +163,8 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = 
             best = (key, cfg, ttft)
     if best is None:
         return None
-    return Choice(best[1], best[2], evaluated, (time.perf_counter() - t0) * 1e3, curve)
+    return Choice(config=best[1], ttft_ns=best[2], evaluated=evaluated, selection_ms=(time.perf_counter() - t0) * 1e3,
+                  per_group_size=curve)
 
 
 def _select_fixed(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch, group_size: int | None,
@@ -184,4 +186,4 @@ def _select_fixed(profile: StoredProfile, arena_budget_B: int | None, gate: Pref
                     best = (key, cfg, ttft)
     if best is None:
         return None
-    return Choice(best[1], best[2], evaluated, (time.perf_counter() - t0) * 1e3)
+    return Choice(config=best[1], ttft_ns=best[2], evaluated=evaluated, selection_ms=(time.perf_counter() - t0) * 1e3)

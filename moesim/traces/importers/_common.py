@@ -47,7 +47,7 @@ class ImportReport(Frozen):
         return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ReportBuilder:
     """Mutable tally an importer fills while it reads."""
 
@@ -71,7 +71,7 @@ class ReportBuilder:
             dropped=dict(sorted(self.dropped.items())), missing=tuple(self.missing), notes=tuple(self.notes))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Segment:
     """One segment as an importer produced it (arrays already [t, L, k])."""
 
@@ -84,7 +84,7 @@ class Segment:
     sequential: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Provenance:
     source: str
     license: str

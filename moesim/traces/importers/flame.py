@@ -84,7 +84,7 @@ def _as_int16(ids: np.ndarray, path: Path) -> np.ndarray:
 
 
 def import_flame(path: Path, model: ModelSpec) -> RoutingTrace:
-    report = ReportBuilder("flame-npz", model, files=[str(path)])
+    report = ReportBuilder(format="flame-npz", model=model, files=[str(path)])
     a = _load(path)
     layers = _layers(a["moe_layers"], model, path)
     ids, scores, toks = a["topk_ids"], a["topk_scores"].astype(np.float32), a["token_ids"]
@@ -95,7 +95,8 @@ def import_flame(path: Path, model: ModelSpec) -> RoutingTrace:
         if toks.shape != ids.shape[:1] or len(layers) != ids.shape[1]:
             raise InputError("token_ids", f"must have shape [{ids.shape[0]}] and moe_layers [{ids.shape[1]}]",
                              (toks.shape, len(layers)), source=str(path))
-        segs = [Segment("stream", _as_int16(ids, path), PREFILL, scores=scores, token_ids=toks.astype(np.int32))]
+        segs = [Segment(label="stream", experts=_as_int16(ids, path), phase=PREFILL, scores=scores,
+                        token_ids=toks.astype(np.int32))]
         report.records_read = ids.shape[0] * ids.shape[1]
         report.missing.append("sequence/document boundaries (one stream segment)")
     elif ids.ndim == 4:  # chunk starts [P, L, C, k]
@@ -124,6 +125,6 @@ def _chunks(ids: np.ndarray, scores: np.ndarray, toks: np.ndarray, layers: tuple
     for c in range(n_chunks):
         e, s = ids[:, :, c, :], scores[:, :, c, :]
         _check(e, s, model, path, (f"chunk {c} position", "layer"))
-        per_chunk.append(Segment(f"chunk {c}", _as_int16(e, path), PREFILL, scores=np.ascontiguousarray(s),
-                                 token_ids=toks[:, c].astype(np.int32)))
+        per_chunk.append(Segment(label=f"chunk {c}", experts=_as_int16(e, path), phase=PREFILL,
+                                 scores=np.ascontiguousarray(s), token_ids=toks[:, c].astype(np.int32)))
     return per_chunk

@@ -148,7 +148,7 @@ def _files(src: Path) -> list[Path]:
 
 
 def import_gnf4(src: Path, model: ModelSpec) -> RoutingTrace:
-    report = ReportBuilder("gnf4", model)
+    report = ReportBuilder(format="gnf4", model=model)
     files = [_read_file(p, model, report) for p in _files(src)]
     report.files = [str(f.path) for f in files]
     model_names = sorted({f.model_name for f in files})
@@ -175,7 +175,8 @@ def import_gnf4(src: Path, model: ModelSpec) -> RoutingTrace:
             experts, bucket = _buckets(native, used, edges)
         else:
             experts, bucket = native.experts, None
-        segments.append(Segment(prompt, experts, DECODE, rank_bucket=bucket, token_ids=native.tokens))
+        segments.append(Segment(label=prompt, experts=experts, phase=DECODE, rank_bucket=bucket,
+                                token_ids=native.tokens))
     return _finish(segments, model, report, src, edges, common_k, files)
 
 

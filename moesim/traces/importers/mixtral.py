@@ -84,7 +84,7 @@ def _decode_layout(path: Path, groups: dict[str, dict[int, list[Rec]]], model: M
         recs = [layers[x][:n_min] for x in range(model.num_moe_layers)]
         experts = np.array([[r[1] for r in layer] for layer in recs], np.int16).transpose(1, 0, 2)
         scores = np.array([[r[2] for r in layer] for layer in recs], np.float32).transpose(1, 0, 2)
-        segs.append(Segment(problem, experts, DECODE, scores=scores))
+        segs.append(Segment(label=problem, experts=experts, phase=DECODE, scores=scores))
     if shifted:
         report.notes.append(
             f"{path.name}: {shifted} (problem, layer) series lost records to the source filter: after the unknown drop "
@@ -127,7 +127,7 @@ def _raw_segments(problem: str, phase: int, tokens: list[dict[int, Rec]], model:
         layers = range(model.num_moe_layers)
         experts = np.array([[tok[x][1] for x in layers] for tok in run], np.int16)
         scores = np.array([[tok[x][2] for x in layers] for tok in run], np.float32)
-        segs.append(Segment(f"{problem} {name} run {i}", experts, phase, scores=scores))
+        segs.append(Segment(label=f"{problem} {name} run {i}", experts=experts, phase=phase, scores=scores))
     return segs
 
 
@@ -172,7 +172,7 @@ def _files(src: Path) -> list[Path]:
 
 
 def import_mixtral(src: Path, model: ModelSpec) -> RoutingTrace:
-    report = ReportBuilder("mixtral-jsonl", model)
+    report = ReportBuilder(format="mixtral-jsonl", model=model)
     segs: list[Segment] = []
     for path in _files(src):
         report.files.append(str(path))

@@ -100,7 +100,7 @@ def _segments(path: Path, model: ModelSpec, n: int, lengths: Sequence[int] | Non
 
 
 def import_nvmoe(path: Path, model: ModelSpec, segment_lengths: Sequence[int] | None = None) -> RoutingTrace:
-    report = ReportBuilder("nvmoe", model, files=[str(path)])
+    report = ReportBuilder(format="nvmoe", model=model, files=[str(path)])
     ids = np.arange(model.num_dense_layers, model.num_layers)
     rows = []
     for lineno, obj in read_jsonl(path, report):
@@ -111,7 +111,8 @@ def import_nvmoe(path: Path, model: ModelSpec, segment_lengths: Sequence[int] | 
     experts = np.stack(rows)
     lengths, labels = _segments(path, model, len(rows), segment_lengths, report)
     bounds = np.cumsum((0, *lengths))
-    segs = [Segment(label, experts[a:b], DECODE) for label, a, b in zip(labels, bounds[:-1], bounds[1:])]
+    segs = [Segment(label=label, experts=experts[a:b], phase=DECODE)
+            for label, a, b in zip(labels, bounds[:-1], bounds[1:])]
     known = path.name in KNOWN_FILES
     prov = Provenance(
         source=f"nvmoe_llamacpp/{path.name} ({_REPO})" if known else f"{path.name} (nvmoe collector format)",

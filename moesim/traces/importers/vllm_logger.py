@@ -106,7 +106,7 @@ def _classify(sizes: list[int], degenerate: list[bool], src: Path) -> tuple[int,
 
 
 def import_vllm_logger(src: Path, model: ModelSpec) -> RoutingTrace:
-    report = ReportBuilder("vllm-logger", model)
+    report = ReportBuilder(format="vllm-logger", model=model)
     paths = sorted(src.glob("moe_layer*.jsonl")) if src.is_dir() else [src]
     if not paths:
         raise InputError("folder", "must contain moe_layer*.jsonl files", str(src))
@@ -126,10 +126,11 @@ def import_vllm_logger(src: Path, model: ModelSpec) -> RoutingTrace:
         ids = np.stack([g.passes[i][0] for g in logs], axis=1)
         weights = np.stack([g.passes[i][1] for g in logs], axis=1)
         if i == prefill:
-            segs.append(Segment(f"batched prefill ({sizes[i]} rows)", ids, PREFILL, scores=weights))
+            segs.append(Segment(label=f"batched prefill ({sizes[i]} rows)", experts=ids, phase=PREFILL,
+                                scores=weights))
         else:
-            segs.append(Segment(f"decode pass {i - prefill} ({sizes[i]} rows)", ids, DECODE, scores=weights,
-                                sequential=False))
+            segs.append(Segment(label=f"decode pass {i - prefill} ({sizes[i]} rows)", experts=ids, phase=DECODE,
+                                scores=weights, sequential=False))
     return _finish(segs, logs, model, report, src)
 
 

@@ -199,7 +199,8 @@ def replays(draw: st.DrawFn) -> ReplayCase:
     words = pack_sets(experts, n_exp)
     predict = None if rule == "confidence" else table_predictor(words[None])
     inputs = ReplayInputs(StepInputs(words, predict, n_layers, k), bounds)
-    step = StepSettings(rule, draw(st.integers(1, 8)), 1.0, shape, acc, routing)
+    step = StepSettings(selector=rule, gamma=draw(st.integers(1, 8)), epsilon=1.0, shape=shape, draft=acc,
+                        routing=routing)
     policy = ReplayPolicy(step, draw(st.integers(1, 2)))
     return ReplayCase(inputs, policy, k, sum(lengths), rng)
 

@@ -20,7 +20,7 @@ from moesim.config.base import Frozen
 from moesim.errors import NotFittedError
 from moesim.units import unit_of
 
-__all__ = ["PROVENANCE_KINDS", "UNIT_BOUNDS", "Section", "numeric_fields", "provenance_kind"]
+__all__ = ["PROVENANCE_KINDS", "UNIT_BOUNDS", "RATE_FLOORS", "Section", "numeric_fields", "provenance_kind"]
 
 PROVENANCE_KINDS = ("spec", "paper", "measured", "fitted", "derived", "assumed")
 _MAX_MAGNITUDE = 1e12
@@ -30,6 +30,15 @@ _RATE = "one device: B200 dense FP4 about 9,000 TFLOPS"
 _CLOCK = "the fastest shipping cores clock about 6.2 GHz"
 _STEP = "a per-operation latency or overhead: no device step takes 10 s"
 _SIZE = "64 TiB: the largest single systems hold 32 TiB of DRAM"
+
+_SLOW = "1 MB/s, 1 MFLOP/s, 1 MHz: slower than any storage, processor or clock a device profile describes"
+#: Rate unit suffix -> the smallest value a device's rate can have. A positive rate far below it is
+#: a typo or a unit mistake, and would make every time in the run overflow (2e-311 GB/s -> inf ns).
+RATE_FLOORS: dict[str, tuple[float, str]] = {
+    "_TBps": (1e-6, _SLOW), "_GBps": (1e-3, _SLOW), "_MBps": (1.0, _SLOW), "_MTps": (1.0, _SLOW),
+    "_TFLOPS": (1e-6, _SLOW), "_GFLOPS": (1e-3, _SLOW), "_TOPS": (1e-6, _SLOW),
+    "_GHz": (1e-3, _SLOW), "_MHz": (1.0, _SLOW),
+}
 
 #: Unit suffix -> (the largest physical value of a device number in that unit, the evidence).
 #: Each bound is several times the largest shipping part, so that only a typo or a unit
@@ -106,6 +115,9 @@ class Section(Frozen):
                 bound = UNIT_BOUNDS.get(unit_of(name) or "")
                 if bound is not None and isinstance(v, (int, float)) and v > bound[0]:
                     raise ValueError(f"{name} must be <= {bound[0]:,.10g} (physical range; {bound[1]}), got {v}")
+                floor = RATE_FLOORS.get(unit_of(name) or "")
+                if floor is not None and isinstance(v, (int, float)) and 0 < v < floor[0]:
+                    raise ValueError(f"{name} must be >= {floor[0]:g} (physical range; {floor[1]}), got {v}")
         return data
 
     @model_validator(mode="after")

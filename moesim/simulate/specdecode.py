@@ -153,8 +153,9 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replaye
     phase("replaying the draft trees")
     inputs = ReplayInputs(StepInputs(pack_sets(experts, n_exp), predict, model.num_moe_layers, model.moe.top_k),
                           bounds)
-    step = StepSettings(run.selector, run.gamma, run.epsilon, tree_shape(run.tree.depth, run.tree.width),
-                        draft_at_temperature(run.draft, model.name, run.temperature)[0], run.routing)
+    step = StepSettings(selector=run.selector, gamma=run.gamma, epsilon=run.epsilon,
+                        shape=tree_shape(run.tree.depth, run.tree.width),
+                        draft=draft_at_temperature(run.draft, model.name, run.temperature)[0], routing=run.routing)
     policy = ReplayPolicy(step, run.passes, run.batch_size)
     provenance = ReplayProvenance(source=trace.meta.source, synthetic=bool(trace.meta.synthetic),
                                   decode_tokens=int(len(keep)), requests=len(bounds))

@@ -43,9 +43,11 @@ def _split(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
 
 
 def _where(name: str | None, fixed: dict[str, Any], axes: dict[str, list[Any]], params: dict[str, Any],
-           varied: str | None) -> tuple[str, Any]:
-    """The grid entry to blame: the parameter the error names, else the one being varied."""
-    for candidate in (name, varied):
+           varied: str | None, message: str = "") -> tuple[str, Any]:
+    """The grid entry to blame: the parameter the error names (as its field, or a profile number
+    ``section.field`` quoted in its message), else the one being varied."""
+    quoted = [k for k in (*axes, *fixed) if "." in k and k in message]
+    for candidate in (name, *quoted, varied):
         if candidate in axes:
             values = axes[candidate]
             i = next(i for i, v in enumerate(values) if v == params[candidate])
@@ -79,7 +81,7 @@ def check_values(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]
         try:
             _check_one(workload, params)
         except InputError as exc:
-            where, value = _where(_field_name(exc.field), fixed, axes, params, varied)
+            where, value = _where(_field_name(exc.field), fixed, axes, params, varied, str(exc))
             shown = "" if where == "fixed" else f" = {format_value(value)}"
             raise InputError(f"{where}{shown}", f"cannot run any point: {exc}", show_value=False,
                              source=source) from None

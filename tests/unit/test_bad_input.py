@@ -141,6 +141,10 @@ def _grid(tmp_path: Path, axes: str, fixed: str = 'workload = "prefill"\nmodel =
     ("ufs.effective_read_bw_GBps = [1.0, 9.0]",
      "axes.ufs.effective_read_bw_GBps[1] = 9.0 cannot run any point: sd8-elite-gen5 with overrides: "
      "ufs.effective_read_bw_GBps must be <= peak_read_bw_GBps"),
+    # the first value is bad: blamed on its axis entry, not on [fixed] (found by the grid fuzzer)
+    ("ufs.effective_read_bw_GBps = [2.2e-311, 3.0]",
+     "axes.ufs.effective_read_bw_GBps[0] = 2.2e-311 cannot run any point: sd8-elite-gen5 with overrides: "
+     "ufs.effective_read_bw_GBps must be >= 0.001"),
     # each value valid alone, invalid together: still refused before any point runs
     ("ufs.effective_read_bw_GBps = [2.0, 4.0]\nufs.peak_read_bw_GBps = [4.3, 3.0]",
      "has device overrides that make an invalid profile"),

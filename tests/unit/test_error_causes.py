@@ -40,6 +40,11 @@ CAUSES = [
     (("prefill", "--tokens", "64", "--set", "memory.runtime_overhead_MiB=1e6"),
      ["memory.runtime_overhead_MiB must be <= capacity_GiB x 1024 (16384 MiB), got 1000000.0"]),
     (("prefill", "--tokens", "64", "--set", "htp.clock_GHz=2150"), ["htp.clock_GHz must be <= 10 (physical range"]),
+    # a denormal rate made every time overflow (an internal error), 1e-30 gave joules by the 1e29
+    (("prefill", "--tokens", "64", "--set", "ufs.effective_read_bw_GBps=2.2e-311"),
+     ["ufs.effective_read_bw_GBps must be >= 0.001 (physical range", "got 2.2e-311"]),
+    (("prefill", "--tokens", "64", "--set", "htp.hmx_fp16_TFLOPS=1e-12"),
+     ["htp.hmx_fp16_TFLOPS must be >= 1e-06 (physical range", "got 1e-12"]),
     (("prefill", "--tokens", "64", "--memory-budget-gib", "0.3"), ["--memory-budget-gib must be >= ", "got 0.3"]),
     (("decode", "--device", "h200x8-hf"), ["device must be a mobile-npu profile for decode"]),
     (("decode", "--model", "olmoe-1b-7b", "--context", "120000", "--tokens", "4"),

@@ -60,7 +60,8 @@ BOUNDS = ((0, 100), (100, TOKENS))
 
 def _steps(selector: Selector, cost: SelectionCost) -> list[StepOutcome]:
     """A request-by-request walk through the trace, each step rooted at the last token produced."""
-    settings = StepSettings(selector, 4, 1.0, tree_shape(3, 2), DraftAccuracy(), TraceRouting())
+    settings = StepSettings(selector=selector, gamma=4, epsilon=1.0, shape=tree_shape(3, 2), draft=DraftAccuracy(),
+                            routing=TraceRouting())
     draws = draw_steps(np.random.default_rng(3), TOKENS, settings)
     out, s = [], 0
     for a, b in BOUNDS:
@@ -108,7 +109,8 @@ def test_a_partial_cache_steers_the_selection_towards_cached_experts() -> None:
 def test_without_a_predictor_the_step_selects_by_confidence_and_predicts_nothing() -> None:
     blind = StepInputs(ACTUAL, None, N_LAYERS, K)
     for s, p in ((0, 0), (5, 40), (9, 98)):
-        eco, conf = (StepSettings(sel, 4, 1.0, tree_shape(3, 2), DraftAccuracy(), TraceRouting())
+        eco, conf = (StepSettings(selector=sel, gamma=4, epsilon=1.0, shape=tree_shape(3, 2), draft=DraftAccuracy(),
+                                   routing=TraceRouting())
                      for sel in ("ecospec", "confidence"))
         draws = draw_steps(np.random.default_rng(3), TOKENS, eco)
         step = speculative_step(eco, blind, draws, s, p, BOUNDS[0], 99 - p, UNIFORM)

@@ -78,8 +78,8 @@ def decode_speculation(rule: Literal["confidence", "ecospec", "cache-aware"], *,
     ('ecospec', 9.0)
     """
     selector: Selector = "ecospec" if rule == "cache-aware" else rule
-    return Speculation(StepSettings(selector, gamma, epsilon, shape, draft, routing), draft_ns,
-                        miss_weight if rule == "cache-aware" else None)
+    step = StepSettings(selector=selector, gamma=gamma, epsilon=epsilon, shape=shape, draft=draft, routing=routing)
+    return Speculation(step, draft_ns, miss_weight if rule == "cache-aware" else None)
 
 
 def cached_words(resident: frozenset[int] | set[int], n_layers: int, n_experts: int) -> Words:

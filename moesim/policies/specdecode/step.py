@@ -43,7 +43,7 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepSettings:
     """How every step of a run drafts and selects (the fields both workloads share)."""
 

@@ -7,8 +7,9 @@ HVX, the flash-attention rate) and the fixed cost of a layer's non-expert graph.
 fitted to six *hard* anchors, every one a measured time: llama.cpp's HMX prompt-processing
 curve of a dense model on a v81 phone (five points, :mod:`moesim.calibrate.dense_anchor`)
 and EStream's OLMoE-1B-7B 4,096-token TTFT. Every other number of the phone comes from a
-specification or is derived (UFS: the BRIEF's "Q = 2 reaches 95% of the peak grouped-read
-bandwidth" x the UFS 4.1 peak; DMA, VTCM, clock, HVX contexts: docs/background/phone-figures.md).
+specification or is derived (UFS: rate and request latency through the measured 4 KiB and
+512 KiB random reads, moesim.cost.flash; DMA, VTCM, clock, HVX contexts:
+docs/background/phone-figures.md).
 
 The three OLMoE bubble shares are *soft* anchors: the paper states neither the (G, B) of that
 experiment nor what the bubble is divided by. They are predicted at an assumed configuration

@@ -50,9 +50,10 @@ class UFSSection(Section):
     peak_read_bw_GBps: PositiveFloat
     random_read_bw_512KiB_GBps: PositiveFloat
     random_read_bw_4KiB_GBps: PositiveFloat
-    read_latency_us: PositiveFloat | None = None
+    read_latency_us: PositiveFloat | None = Field(
+        None, description="L of t = L + b / R: per-request latency, overlapped by the other reads in flight")
     effective_read_bw_GBps: PositiveFloat | None = Field(
-        None, description="sustained large-read bandwidth into the arena (fitted); peak if absent")
+        None, description="R of t = L + b / R: the phone's own large-read rate (moesim.cost.flash); peak if absent")
     queue_slots_count: PositiveInt
     default_queue_depth_count: PositiveInt
 

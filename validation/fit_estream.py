@@ -6,7 +6,8 @@ Fits the three unpublished HTP numbers within their bounds to six measured times
 HMX Qwen3-4B pp128-pp2048 on a v81 phone and EStream's OLMoE 4K TTFT), runs leave-one-out
 over those six, predicts the three soft bubble anchors at several assumed (G, B), fits the
 CPU policy's GEMM and attention rates to the two CPU figures, writes the profile (fitted
-values, provenance, the uncertainty ranges) and validation/estream_fit.md.
+values, provenance) and validation/estream_fit.md. The prediction intervals' bands depend on
+the fit: run validation/interval_coverage.py after it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from moesim.calibrate.estream import (
     predict,
     with_values,
     write_fit,
-    write_uncertainty,
 )
 from moesim.config.profiles import phone_profile, profile_dir
 from moesim.files import write_text_atomic
@@ -75,7 +75,6 @@ def main() -> int:
     if "--no-write" not in sys.argv:
         path = profile_dir() / "sd8-elite-gen5.toml"
         write_fit(path, fit, cpu)
-        write_uncertainty(path, loo)
         print("written to", path)
     return 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import statistics
 import sys
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from moesim.config.prefill import (
     PrefillRun,
     ResidentPolicy,
 )
+from moesim.cost.uncertainty import regime_of
 from moesim.errors import MoesimError
 from moesim.files import write_text_atomic
 from moesim.report.compare import bound_of
@@ -81,6 +83,21 @@ def _energy_ratios(rows: list[dict[str, object]]) -> list[str]:
     return out
 
 
+def _interval_widths(rows: list[dict[str, object]]) -> list[str]:
+    """The median width of the TTFT intervals, (high - low) / TTFT, over every run and by regime."""
+    widths: dict[str, list[float]] = {"compute": [], "ufs": []}
+    for r in rows:
+        if "ttft_s" in r:
+            t, low, high = (float(r[k]) for k in ("ttft_s", "ttft_s_low", "ttft_s_high"))  # type: ignore[arg-type]
+            regime = regime_of(float(r["util_compute"]), float(r["util_ufs"]))  # type: ignore[arg-type]
+            widths[regime].append((high - low) / t)
+    every = widths["compute"] + widths["ufs"]
+    parts = [f"{k}-bound {statistics.median(v):.0%} over {len(v)}" for k, v in widths.items() if v]
+    return ["", f"Median width of the 90% TTFT intervals, (high - low) / TTFT: {statistics.median(every):.0%} over "
+            f"{len(every)} runs ({', '.join(parts)}; regime: the busier of the compute engine and UFS, "
+            "moesim.cost.uncertainty)."]
+
+
 def main() -> int:
     rows = [_row(m, n, p) for m in MODELS for n in TOKENS for p in POLICIES]
     buf = io.StringIO()
@@ -109,6 +126,7 @@ def main() -> int:
                      f"{r['energy_j']:.2f} [{r['energy_j_low']:.2f}, {r['energy_j_high']:.2f}] | "
                      f"{r['tokens_per_j']:.0f} | "
                      f"{r['bubble_share']:.3f} | {r['bound']} | {src} |")
+    lines += _interval_widths(rows)
     lines += _energy_ratios(rows)
     write_text_atomic("\n".join(lines) + "\n", HERE / "estream_predictions.md")
     print("\n".join(lines))

@@ -18,8 +18,8 @@ experiment nor what the bubble is divided by. They are predicted at an assumed c
 docs/background/prefill-model.md).
 
 Leave-one-out over the hard anchors gives each one's error when it is predicted by a fit
-that did not see it; the spread of those errors is the compute-time part of the prediction
-intervals (:func:`write_uncertainty`). The CPU baseline's two rates (Q4_0 GEMM and
+that did not see it; those errors are scores of the prediction intervals' bands
+(:mod:`moesim.validate.intervals`, validation/interval_coverage.py). The CPU baseline's two rates (Q4_0 GEMM and
 attention) are fitted to the two CPU figures of the paper: the NPU is 4.4x faster on an
 expert at 64 routed tokens, and OLMoE's 4,096-token CPU prefill took 58.45 s.
 """
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from scipy.optimize import brentq, least_squares
@@ -43,9 +43,12 @@ from moesim.config.profiles import override_profile
 from moesim.cost.ops import expert_op
 from moesim.cost.params import cpu_backend, npu_backend
 
+if TYPE_CHECKING:
+    from moesim.results import PrefillResult
+
 __all__ = ["PAPER_MODEL", "Target", "ESTREAM_TARGETS", "BUBBLE_TARGETS", "CPU_TARGET", "FIT_FIELDS", "Anchor",
-           "hard_anchors", "FitResult", "with_values", "predict", "fit_estream", "leave_one_out", "fit_cpu",
-           "write_fit", "write_uncertainty", "NPU_VS_CPU", "CALIBRATED_AT", "BUBBLE_CONFIGS"]
+           "hard_anchors", "FitResult", "with_values", "simulate_target", "predict", "fit_estream", "leave_one_out",
+           "fit_cpu", "write_fit", "NPU_VS_CPU", "CALIBRATED_AT", "BUBBLE_CONFIGS"]
 
 #: the model of the published EStream figures (BRIEF.md section 6)
 PAPER_MODEL = "olmoe-1b-7b"
@@ -117,8 +120,9 @@ def with_values(profile: MobileNPUProfile, values: dict[str, float]) -> MobileNP
     return out
 
 
-def predict(profile: MobileNPUProfile, target: Target, group_size: int | None = None,
-            banks: int | None = None) -> float:
+def simulate_target(profile: MobileNPUProfile, target: Target, group_size: int | None = None,
+                    banks: int | None = None) -> PrefillResult:
+    """The run of ``target`` on ``profile`` (at ``group_size``, ``banks`` when the policy streams)."""
     from moesim.simulate.prefill import simulate_prefill
 
     if target.policy == "cpu":
@@ -127,7 +131,13 @@ def predict(profile: MobileNPUProfile, target: Target, group_size: int | None = 
         policy = EStreamPolicy.model_validate({"prefetch": target.prefetch, "group_size": group_size,
                                                "banks": banks})
     run = PrefillRun(model=target.model, device=profile.name, tokens=target.tokens, policy=policy)
-    return float(simulate_prefill(run, profile=profile).to_dict()[target.metric])
+    return simulate_prefill(run, profile=profile)
+
+
+def predict(profile: MobileNPUProfile, target: Target, group_size: int | None = None,
+            banks: int | None = None) -> float:
+    """``target``'s metric in :func:`simulate_target`'s run."""
+    return float(simulate_target(profile, target, group_size, banks).to_dict()[target.metric])
 
 
 def hard_anchors() -> tuple[Anchor, ...]:
@@ -235,13 +245,3 @@ def write_fit(path: Path, fit: FitResult, cpu: dict[str, float]) -> None:
     set_profile_value(path, "cpu", "attention_GFLOPS", round(cpu["cpu.attention_GFLOPS"], 6),
                       "fitted: OLMoE-1B-7B 4,096-token CPU prefill 58.45 s with the GEMM rate above "
                       "(BRIEF.md section 6; validation/fit_estream.py)")
-
-
-def write_uncertainty(path: Path, loo: dict[str, float]) -> None:
-    """The compute-time range of the prediction intervals: published / predicted over the
-    leave-one-out errors, always including 1 (a perfect prediction)."""
-    ratios = [1.0 / (1.0 + e) for e in loo.values()]
-    note = ("fitted: leave-one-out over the 6 hard calibration anchors (validation/fit_estream.py; errors "
-            + ", ".join(f"{k.split('/')[-1]} {v:+.3f}" for k, v in loo.items()) + ")")
-    set_profile_value(path, "uncertainty", "compute_time_low_ratio", round(min(1.0, *ratios), 4), note)
-    set_profile_value(path, "uncertainty", "compute_time_high_ratio", round(max(1.0, *ratios), 4), note)

@@ -138,27 +138,23 @@ class CPUSection(Section):
 
 
 class UncertaintySection(Section):
-    """What the calibration could not pin down, as ranges that prefill results carry as 90%
-    intervals (docs/background/prefill-model.md, "Prediction intervals")."""
+    """How far off a prediction can be, as the bands that results carry as 90% intervals
+    (moesim.cost.uncertainty; docs/background/prefill-model.md, "Prediction intervals")."""
 
-    compute_time_low_ratio: PositiveFloat = Field(
-        description="published / predicted time, lowest over the leave-one-out calibration anchors")
-    compute_time_high_ratio: PositiveFloat = Field(
-        description="published / predicted time, highest over the leave-one-out calibration anchors")
-    ufs_read_bw_low_ratio: PositiveFloat = Field(
-        description="lowest plausible effective UFS read rate, as a fraction of ufs.effective_read_bw_GBps")
-    ufs_read_bw_high_ratio: PositiveFloat = Field(
-        description="highest plausible effective UFS read rate, as a multiple of ufs.effective_read_bw_GBps")
+    compute_band_ratio: float = Field(
+        ge=1.0, description="90% band of a compute-bound time, [T / r, T x r]: split-conformal over the "
+                            "leave-one-anchor-out errors of compute-bound anchors (validation/interval_coverage.py)")
+    ufs_band_ratio: float = Field(
+        ge=1.0, description="90% band of a UFS-bound time, [T / r, T x r]: split-conformal over the "
+                            "leave-one-anchor-out errors of UFS-bound anchors (validation/interval_coverage.py)")
     runtime_overhead_low_MiB: float = Field(ge=0.0, description="lowest plausible runtime memory overhead")
     runtime_overhead_high_MiB: float = Field(ge=0.0, description="highest plausible runtime memory overhead")
 
     @model_validator(mode="after")
     def _ordered(self) -> UncertaintySection:
-        for low, high in (("compute_time_low_ratio", "compute_time_high_ratio"),
-                          ("ufs_read_bw_low_ratio", "ufs_read_bw_high_ratio"),
-                          ("runtime_overhead_low_MiB", "runtime_overhead_high_MiB")):
-            if getattr(self, low) > getattr(self, high):
-                raise ValueError(f"{low} must be <= {high} ({getattr(self, high)}), got {getattr(self, low)}")
+        if self.runtime_overhead_low_MiB > self.runtime_overhead_high_MiB:
+            raise ValueError(f"runtime_overhead_low_MiB must be <= runtime_overhead_high_MiB "
+                             f"({self.runtime_overhead_high_MiB}), got {self.runtime_overhead_low_MiB}")
         return self
 
 

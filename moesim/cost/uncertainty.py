@@ -1,51 +1,116 @@
-"""90% prediction intervals of a prefill result, from the profile's ``[uncertainty]`` ranges.
+"""90% prediction intervals of a run, from model-form bands sized on independent anchors.
 
-Two sources of uncertainty, propagated to first order through a two-resource view of the run:
+The intervals answer "how far off can this prediction be?" with what moesim has measured about
+itself: every independent published time the phone model can simulate (anchors), each predicted
+by a calibration that did not see it (a leave-one-anchor-out refit, or the current fit for an
+anchor no fit uses). Its error is the score ``|ln(predicted / measured)|``. Scores are split by
+**regime**, the resource a run is bound by (:func:`regime_of`): ``compute`` (the NPU or the CPU
+busier than UFS) and ``ufs``. Each regime's band is the split-conformal quantile of its scores
+(:func:`conformal_band`): with ``n`` exchangeable scores, the ``ceil((n + 1) x 0.9)``-th smallest
+bounds a new one with probability at least 90%. With fewer than nine scores that rank does not
+exist; the band is then the largest score, which bounds a new one with probability ``n / (n + 1)``
+(what :attr:`Band.guaranteed` records). The profile's ``[uncertainty]`` stores both bands as
+ratios ``r >= 1``: a time ``X`` of that kind lies in ``[X / r, X x r]``.
 
-- **compute**: the calibration's own error. ``compute_time_low_ratio`` and
-  ``compute_time_high_ratio`` are the lowest and highest published / predicted time over the
-  leave-one-out fits of the hard anchors (moesim.calibrate.estream): a compute time ``C``
-  is somewhere in ``[C x low, C x high]``;
-- **I/O**: the effective UFS rate, anywhere in ``[ufs_read_bw_low_ratio, ufs_read_bw_high_ratio]``
-  times the profile's ``effective_read_bw_GBps`` (a what-if override moves the range with it):
-  an I/O time ``I`` scales inversely.
-
-The run's time is ``T = max(C, I) + K``: ``C`` the compute engine's busy time, ``I`` the
-storage's busy time and ``K >= 0`` what the pipeline could not overlap (fill, drain,
-waits). Each end of the interval moves ``C`` and ``I`` to their ends of the ranges and
-scales ``K`` with the larger (or smaller) of the two factors. Peak memory moves with the
-runtime's overhead only (every other component is counted exactly).
+A run's interval is ``[T / r, T x r]`` with the band of its own regime: exactly the object the
+scores calibrate, with no model of how the two resources overlap. A run near the regime
+boundary (UFS almost as busy as the compute engine) gets the band of the busier one; if the
+other resource is off by its band, the run may change regime (a stated limit of the method).
+Peak memory moves with the runtime's overhead only (every other component is counted exactly).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
 from moesim.config.device import UncertaintySection
 
-__all__ = ["time_interval_s", "memory_interval_gib", "interval_over_budget", "budget_warning"]
+__all__ = ["COVERAGE", "Regime", "Band", "regime_of", "log_error", "conformal_band", "band_interval_s",
+           "time_interval_s", "memory_interval_gib", "interval_over_budget", "budget_warning"]
+
+#: the level of every interval moesim states
+COVERAGE = 0.9
+#: the resource a run is bound by, which decides the band its time gets
+Regime = Literal["compute", "ufs"]
+
+
+@dataclass(frozen=True)
+class Band:
+    """A split-conformal band over ``scores`` scores: an interval ``[X / ratio, X x ratio]``."""
+
+    ratio: float        # exp of the chosen score; 1.0 when every score is 0
+    scores: int         # n, the scores it was sized on
+    rank: int           # the order statistic taken (1 = smallest)
+    guaranteed: float   # the coverage it guarantees a new exchangeable score: rank / (n + 1)
+
+
+def regime_of(compute_busy_s: float, io_busy_s: float) -> Regime:
+    """``ufs`` when the storage is busier than the compute engine, else ``compute``.
+
+    >>> regime_of(1.9, 0.8), regime_of(0.3, 0.95)
+    ('compute', 'ufs')
+    """
+    return "ufs" if io_busy_s > compute_busy_s else "compute"
+
+
+def log_error(predicted: float, measured: float) -> float:
+    """The score of one prediction: ``|ln(predicted / measured)|`` (symmetric: 2x fast = 2x slow).
+
+    >>> round(log_error(2.0, 1.0), 4), round(log_error(0.5, 1.0), 4)
+    (0.6931, 0.6931)
+    """
+    if predicted <= 0 or measured <= 0:
+        raise ValueError(f"predicted and measured must be > 0, got {predicted} and {measured}")
+    return abs(math.log(predicted / measured))
+
+
+def conformal_band(scores: Sequence[float], coverage: float = COVERAGE) -> Band:
+    """The split-conformal band of ``scores`` at ``coverage``.
+
+    The ``k = ceil((n + 1) x coverage)``-th smallest score; when ``k > n`` (fewer than
+    ``coverage / (1 - coverage)`` scores) the largest, and :attr:`Band.guaranteed` says how much
+    less than ``coverage`` that guarantees.
+
+    >>> b = conformal_band([0.1, 0.2, 0.05, 0.3])          # 4 scores: k = 5 > 4, the largest
+    >>> round(b.ratio, 4), b.rank, b.guaranteed
+    (1.3499, 4, 0.8)
+    >>> conformal_band([i / 100 for i in range(1, 20)]).rank  # 19 scores: k = ceil(20 x 0.9) = 18
+    18
+    """
+    if not scores:
+        raise ValueError("a band needs at least one score, got none")
+    if not 0.0 < coverage < 1.0:
+        raise ValueError(f"coverage must be in (0, 1), got {coverage}")
+    if min(scores) < 0:
+        raise ValueError(f"scores must be >= 0, got {min(scores)}")
+    n = len(scores)
+    k = min(math.ceil((n + 1) * coverage - 1e-9), n)
+    return Band(ratio=math.exp(sorted(scores)[k - 1]), scores=n, rank=k, guaranteed=k / (n + 1))
+
+
+def band_interval_s(ttft_s: float, compute_busy_s: float, io_busy_s: float, compute_ratio: float,
+                    ufs_ratio: float) -> tuple[float, float]:
+    """``[low, high]`` of a run's time ``ttft_s``: ``[T / r, T x r]`` with ``r`` the compute band
+    or the UFS band (both >= 1), whichever regime the busy times put the run in.
+
+    >>> [round(x, 3) for x in band_interval_s(2.0, 1.9, 0.8, 1.2, 1.5)]   # compute-bound
+    [1.667, 2.4]
+    >>> [round(x, 3) for x in band_interval_s(1.0, 0.3, 0.95, 1.2, 1.5)]  # UFS-bound
+    [0.667, 1.5]
+    """
+    if compute_ratio < 1.0 or ufs_ratio < 1.0:
+        raise ValueError(f"band ratios must be >= 1, got {compute_ratio} and {ufs_ratio}")
+    r = ufs_ratio if regime_of(compute_busy_s, io_busy_s) == "ufs" else compute_ratio
+    return ttft_s / r, ttft_s * r
 
 
 def time_interval_s(ttft_s: float, compute_busy_s: float, io_busy_s: float,
                     u: UncertaintySection) -> tuple[float, float]:
-    """``[low, high]`` of a run's time ``ttft_s``.
-
-    >>> from moesim.config.device import UncertaintySection as U
-    >>> u = U(compute_time_low_ratio=0.9, compute_time_high_ratio=1.2, ufs_read_bw_low_ratio=0.75,
-    ...       ufs_read_bw_high_ratio=1.0, runtime_overhead_low_MiB=0, runtime_overhead_high_MiB=0,
-    ...       provenance={k: "assumed: doc" for k in U.model_fields if k != "provenance"})
-    >>> [round(x, 3) for x in time_interval_s(2.0, 1.9, 0.8, u)]   # compute-bound
-    [1.8, 2.413]
-    >>> [round(x, 3) for x in time_interval_s(1.0, 0.3, 0.95, u)]  # I/O-bound
-    [0.995, 1.333]
-    """
-    c, i = max(compute_busy_s, 0.0), max(io_busy_s, 0.0)
-    k = max(ttft_s - max(c, i), 0.0)
-    fast_io, slow_io = 1.0 / u.ufs_read_bw_high_ratio, 1.0 / u.ufs_read_bw_low_ratio
-    lo_c, hi_c = u.compute_time_low_ratio, u.compute_time_high_ratio
-    k_lo = min(lo_c, fast_io) if i > 0 else lo_c
-    k_hi = max(hi_c, slow_io) if i > 0 else hi_c
-    low = max(c * lo_c, i * fast_io) + k * k_lo
-    high = max(c * hi_c, i * slow_io) + k * k_hi
-    return min(low, ttft_s), max(high, ttft_s)
+    """:func:`band_interval_s` with the profile's bands."""
+    return band_interval_s(ttft_s, compute_busy_s, io_busy_s, u.compute_band_ratio, u.ufs_band_ratio)
 
 
 def memory_interval_gib(peak_gib: float, runtime_gib: float, u: UncertaintySection) -> tuple[float, float]:

@@ -20,14 +20,16 @@ case's source text and in docs/background/decode-figures.md:
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache, partial
 from typing import Any
 
 from moesim.config.decode import DecodeRun
 from moesim.simulate.decode import simulate_decode
 from moesim.validate.registry import Case
 
-__all__ = ["decode_cases"]
+__all__ = ["decode_cases", "decode_rate_runs"]
 
 _BIGMOE = ("BigMoeOnEdge (github.com/Helldez/BigMoeOnEdge @ 2d4f2b1, {doc}): OnePlus 15R, CPU, 4 lanes, "
            "{what} (docs/background/decode-figures.md section 1.1)")
@@ -53,14 +55,33 @@ def _run(model: str, cache_mib: float | None, policy: str = "lru", queue_depth: 
     return simulate_decode(DecodeRun.model_validate(data)).to_dict()
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Spec:
+    """One case's figure and the decode run that predicts it."""
+
+    name: str
+    ref: float
+    source: str
+    metric: str
+    run: tuple[Any, ...]
+    unit: str
+    tolerance: float
+    kind: str
+    miss: str
+
+    def case(self) -> Case:
+        def predict() -> float:
+            return float(_run(*self.run)[self.metric]) / (MiB if self.unit == "MiB" else 1)
+        return Case(name=self.name, reference=self.ref, source=self.source, tolerance=self.tolerance,
+                    tolerance_kind=self.kind, predict=predict, fitted_to=False, unit=self.unit,  # type: ignore[arg-type]
+                    expect="miss" if self.miss else "pass", why=self.miss)
+
+
 def _case(name: str, ref: float, source: str, metric: str, *run: Any, unit: str = "tok/s",
-          tolerance: float = 0.25, kind: str = "relative", miss: str = "") -> Case:
+          tolerance: float = 0.25, kind: str = "relative", miss: str = "") -> _Spec:
     """``miss``: the reason a case is a known miss (and where it is explained); "" = expected to pass."""
-    def predict() -> float:
-        return float(_run(*run)[metric]) / (MiB if unit == "MiB" else 1)
-    return Case(name=name, reference=ref, source=source, tolerance=tolerance,
-                tolerance_kind=kind, predict=predict, fitted_to=False, unit=unit,  # type: ignore[arg-type]
-                expect="miss" if miss else "pass", why=miss)
+    return _Spec(name=name, ref=ref, source=source, metric=metric, run=run, unit=unit, tolerance=tolerance,
+                 kind=kind, miss=miss)
 
 
 _WHERE = "docs/decode.md, 'Validation against published decode figures'"
@@ -68,7 +89,7 @@ _OSS_ROUTING = (f"moesim's gpt-oss-120b trace reuses experts from token to token
                 f"prompt did, and moesim has no trace of that prompt ({_WHERE})")
 
 
-def decode_cases() -> list[Case]:
+def _specs() -> list[_Spec]:
     oss = _BIGMOE.format(doc="docs/benchmarks-gpt-oss.md", what="gpt-oss-120b top-4, 256 tokens, overlap")
     qwen = _BIGMOE.format(doc="docs/benchmarks.md", what="Qwen3-30B-A3B Q4_K_M, 256 tokens, overlap; moesim has "
                           "no real Qwen3-30B-A3B trace: synthetic routing")
@@ -102,3 +123,13 @@ def decode_cases() -> list[Case]:
               "Q4_0 eval on the HTP of an 8 Elite Gen 5 (early build, two HTP sessions)", "tokens_per_s",
               "olmoe-1b-7b", None, "resident", 4, "npu"),
     ]
+
+
+def decode_cases() -> list[Case]:
+    return [s.case() for s in _specs()]
+
+
+def decode_rate_runs() -> list[tuple[Case, Callable[[], dict[str, Any]]]]:
+    """The tokens/s cases, each with the run that predicts it (called: its result, ``to_dict``;
+    the busy shares in ``utilization`` say what bounds it; moesim.validate.intervals)."""
+    return [(s.case(), partial(_run, *s.run)) for s in _specs() if s.metric == "tokens_per_s"]

@@ -64,20 +64,31 @@ def test_cpu_attention_has_its_own_rate(phone: MobileNPUProfile) -> None:
     assert fast < slow / 5   # attention dominates a 4K layer on the CPU at the fitted 21.5 GFLOPS
 
 
-def test_intervals_bracket_the_prediction_and_widen_with_io(phone: MobileNPUProfile) -> None:
-    run = PrefillRun(model="olmoe-1b-7b", device="sd8-elite-gen5", tokens=256, trace=str(bundled_trace_path()))
-    m = simulate_prefill(run).metrics
-    assert m.ttft_s_interval is not None and m.tokens_per_s_interval is not None
-    assert m.peak_memory_GiB_interval is not None
-    assert m.ttft_s_interval[0] <= m.ttft_s <= m.ttft_s_interval[1]
-    assert m.tokens_per_s_interval[0] <= m.tokens_per_s <= m.tokens_per_s_interval[1]
-    assert m.peak_memory_GiB_interval[0] <= m.peak_memory_GiB <= m.peak_memory_GiB_interval[1]
+def test_intervals_bracket_the_prediction_with_the_band_of_its_regime(phone: MobileNPUProfile) -> None:
     u = phone.uncertainty
     assert u is not None
-    compute_only = time_interval_s(1.0, 1.0, 0.0, u)
-    io_bound = time_interval_s(1.0, 0.2, 1.0, u)
-    assert compute_only == pytest.approx((u.compute_time_low_ratio, u.compute_time_high_ratio))
-    assert io_bound[1] == pytest.approx(1.0 / u.ufs_read_bw_low_ratio)
+    trace = str(bundled_trace_path())
+    for policy, band in ((CPUPolicy(), u.compute_band_ratio), ({"kind": "naive"}, u.ufs_band_ratio)):
+        run = PrefillRun.model_validate({"model": "olmoe-1b-7b", "device": "sd8-elite-gen5", "tokens": 256,
+                                         "trace": trace, "policy": policy})
+        m = simulate_prefill(run).metrics
+        assert m.ttft_s_interval is not None and m.tokens_per_s_interval is not None
+        assert m.peak_memory_GiB_interval is not None
+        assert m.ttft_s_interval == pytest.approx((m.ttft_s / band, m.ttft_s * band))
+        assert m.tokens_per_s_interval[0] <= m.tokens_per_s <= m.tokens_per_s_interval[1]
+        assert m.peak_memory_GiB_interval[0] <= m.peak_memory_GiB <= m.peak_memory_GiB_interval[1]
+    assert u.ufs_band_ratio > u.compute_band_ratio   # the UFS-bound anchors are predicted worse
+    assert time_interval_s(1.0, 1.0, 0.0, u) == pytest.approx((1 / u.compute_band_ratio, u.compute_band_ratio))
+    assert time_interval_s(1.0, 0.2, 1.0, u) == pytest.approx((1 / u.ufs_band_ratio, u.ufs_band_ratio))
+
+
+def test_interval_bands_say_how_they_were_sized(phone: MobileNPUProfile) -> None:
+    u = phone.uncertainty
+    assert u is not None
+    for field in ("compute_band_ratio", "ufs_band_ratio"):
+        note = u.provenance[field]
+        assert note.startswith("fitted: split-conformal 90% band over the leave-one-anchor-out errors"), note
+        assert "leave-one-group-out coverage" in note and "validation/interval_coverage.py" in note
 
 
 def test_a_profile_without_uncertainty_gives_no_interval(phone: MobileNPUProfile) -> None:
@@ -90,8 +101,12 @@ def test_a_profile_without_uncertainty_gives_no_interval(phone: MobileNPUProfile
 
 def test_uncertainty_ranges_must_be_ordered(phone: MobileNPUProfile) -> None:
     data = phone.model_dump()
-    data["uncertainty"]["ufs_read_bw_low_ratio"] = 2.0
-    with pytest.raises(ValueError, match="ufs_read_bw_low_ratio must be <= ufs_read_bw_high_ratio"):
+    data["uncertainty"]["runtime_overhead_low_MiB"] = 900.0
+    with pytest.raises(ValueError, match="runtime_overhead_low_MiB must be <= runtime_overhead_high_MiB"):
+        MobileNPUProfile.model_validate(data)
+    data = phone.model_dump()
+    data["uncertainty"]["ufs_band_ratio"] = 0.9    # a band narrower than the point itself
+    with pytest.raises(ValueError, match="ufs_band_ratio"):
         MobileNPUProfile.model_validate(data)
 
 

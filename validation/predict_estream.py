@@ -3,7 +3,7 @@
     python validation/predict_estream.py
 
 Writes validation/estream_predictions.csv (one row per model x tokens x policy) and
-validation/estream_predictions.md: every paper model at 256-4,096 tokens under every policy,
+validation/estream_predictions.md: every paper model at 16-4,096 tokens under every policy,
 with the 90% intervals and what bounds the run. The profile was fitted to llama.cpp's
 dense Qwen3-4B curve, OLMoE's 4K TTFT and the CPU baseline only (validation/estream_fit.md);
 every other number here is a prediction, kept for comparison with figures held back.
@@ -33,7 +33,7 @@ from moesim.report.compare import bound_of
 from moesim.simulate.prefill import simulate_prefill
 
 MODELS = ["olmoe-1b-7b", "deepseek-v2-lite", "lfm2.5-8b-a1b", "qwen3-30b-a3b", "mixtral-8x7b"]
-TOKENS = [256, 512, 1024, 2048, 4096]
+TOKENS = [16, 64, 80, 256, 512, 1024, 2048, 4096]
 POLICIES = [EStreamPolicy(), ResidentPolicy(), NaivePolicy(), LayerB2Policy(), CPUPolicy(), MmapPolicy()]
 COLUMNS = ["model", "tokens", "policy", "group_size", "banks", "ttft_s", "ttft_s_low", "ttft_s_high", "tokens_per_s",
            "tokens_per_s_low", "tokens_per_s_high", "peak_memory_GiB", "peak_memory_GiB_low", "peak_memory_GiB_high",
@@ -83,6 +83,24 @@ def _energy_ratios(rows: list[dict[str, object]]) -> list[str]:
     return out
 
 
+def _short_prompts(rows: list[dict[str, object]]) -> list[str]:
+    """Which of the CPU runtime and EStream is faster at each length (the paper: the CPU wins only
+    on the shortest requests, tens of tokens; from about 60-80 tokens EStream is as fast or faster)."""
+    out = ["", "## CPU runtime against EStream by prompt length (TTFT s; the faster in bold)", "",
+           "| model | " + " | ".join(str(n) for n in TOKENS) + " |", "|---|" + "---|" * len(TOKENS)]
+    for model in MODELS:
+        cells = []
+        for n in TOKENS:
+            by = {r["policy"]: r for r in rows if r["model"] == model and r["tokens"] == n and "ttft_s" in r}
+            if "cpu" not in by or "estream" not in by:
+                cells.append("-")
+                continue
+            c, e = float(by["cpu"]["ttft_s"]), float(by["estream"]["ttft_s"])  # type: ignore[arg-type]
+            cells.append(f"**cpu** {c:.3f} / {e:.3f}" if c < e else f"{c:.3f} / **estream** {e:.3f}")
+        out.append(f"| {model} | " + " | ".join(cells) + " |")
+    return out
+
+
 def _interval_widths(rows: list[dict[str, object]]) -> list[str]:
     """The median width of the TTFT intervals, (high - low) / TTFT, over every run and by regime."""
     widths: dict[str, list[float]] = {"compute": [], "ufs": []}
@@ -126,6 +144,7 @@ def main() -> int:
                      f"{r['energy_j']:.2f} [{r['energy_j_low']:.2f}, {r['energy_j_high']:.2f}] | "
                      f"{r['tokens_per_j']:.0f} | "
                      f"{r['bubble_share']:.3f} | {r['bound']} | {src} |")
+    lines += _short_prompts(rows)
     lines += _interval_widths(rows)
     lines += _energy_ratios(rows)
     write_text_atomic("\n".join(lines) + "\n", HERE / "estream_predictions.md")

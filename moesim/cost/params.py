@@ -39,6 +39,7 @@ class Backend:
     tiles: TilePipeline | None = None  # the HTP: matrix multiplies run the VTCM tile pipeline
     attention_flop_per_ns: float | None = None  # attention's products at their own rate (None: the mat rate)
     attention_on_vec: bool = True  # with attention_flop_per_ns: on the vector unit (HVX), else on the mat unit
+    gemv_flop_per_ns: float | None = None  # one-row products (the CPU's GEMV): routed experts, dense remainders
     mla_absorbed: bool = False    # DeepSeek MLA attends in the latent (absorbed) rather than per head
 
 
@@ -98,16 +99,20 @@ def _npu(p: MobileNPUProfile, mat_flop_per_ns: float, weight_B_per_ns: float, **
 
 
 def cpu_backend(p: MobileNPUProfile) -> Backend:
-    """llama.cpp-like CPU execution: Q4_0 GEMM rate, weights streamed from DRAM."""
+    """llama.cpp-like CPU execution: dense products at the Q4_0 GEMM rate, routed experts one GEMV
+    per routed token at ``cpu.routed_gemv_GFLOPS`` (llama.cpp's MUL_MAT_ID on repacked Q4_0;
+    docs/background/prefill-model.md, 'The CPU baseline'), weights read from DRAM at the rate the
+    cores reach (``cpu.q4_0_gemv_GBps``, measured in decode; else the DRAM peak)."""
     return Backend(
         name="cpu",
         mat_flop_per_ns=p.cpu.require("q4_0_gemm_GFLOPS", p.name),
-        weight_B_per_ns=p.memory.peak_bw_GBps,
+        weight_B_per_ns=p.cpu.q4_0_gemv_GBps or p.memory.peak_bw_GBps,
         elem_B_per_ns=p.memory.peak_bw_GBps,
         tile_rows=1,
         call_overhead_ns=0.0,
         attention_flop_per_ns=p.cpu.attention_GFLOPS,
         attention_on_vec=False,
+        gemv_flop_per_ns=p.cpu.routed_gemv_GFLOPS,
     )
 
 

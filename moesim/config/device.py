@@ -93,6 +93,11 @@ class HTPSection(Section):
                           "instead of decompressing keys and values per head")
     attention_unit: Literal["hvx", "hmx"] = Field(
         "hmx", description="the unit of attention's score and value products (softmax is always HVX)")
+    attention_softmax_instr_per_score_ratio: PositiveFloat | None = Field(
+        None, description="with attention on HMX: HVX instructions per attention score (a vector instruction "
+                          "covers many scores, so a fraction of its cost) of the flash attention's online softmax "
+                          "(scale, mask, row max, exp, row sum, fp16 tiles), overlapping the HMX products; unset: "
+                          "its DRAM traffic only")
     dma_GBps: PositiveFloat | None = Field(None, description="DRAM -> VTCM DMA rate (at most the LPDDR5X bus)")
     vtcm_MiB: PositiveFloat
     call_overhead_us: PositiveFloat | None = Field(None, description="descriptor submit per expert-group call")

@@ -146,8 +146,9 @@ def attention_op(model: ModelSpec, n: int, layer: int, be: Backend, past: int = 
         return cost + OpCost(vec_ns=products / be.attention_flop_per_ns + softmax)
     if be.attention_flop_per_ns is not None:   # its own rate on the matrix engine (the CPU's cores)
         return cost + OpCost(mat_ns=products / be.attention_flop_per_ns, vec_ns=softmax)
-    core = OpCost(mat_ns=products / be.mat_flop_per_ns, vec_ns=softmax)
-    return cost + core
+    # products on the matrix unit; HMX flash attention's online softmax on HVX overlaps them (llama.cpp's HMX queue)
+    online = pairs * att.num_heads * be.softmax_vec_ns_per_score
+    return cost + OpCost(mat_ns=products / be.mat_flop_per_ns, vec_ns=online + softmax)
 
 
 def _conv_op(model: ModelSpec, n: int, be: Backend) -> OpCost:

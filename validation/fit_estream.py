@@ -41,7 +41,7 @@ def main() -> int:
     fitted = with_values(profile, fit.values)
     cpu = fit_cpu(fitted)
     loo = leave_one_out(profile)
-    lines = ["# Calibration of sd8-elite-gen5 (issue 14)", "",
+    lines = ["# Calibration of sd8-elite-gen5 (issues 14 and 25)", "",
              "Written by `python validation/fit_estream.py` (moesim.calibrate.estream). Three unpublished HTP",
              "numbers are fitted by bounded least squares to six measured times; everything else in the profile",
              "is a specification, a measurement or derived (its provenance says which).", "",

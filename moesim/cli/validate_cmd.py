@@ -136,17 +136,18 @@ def calibrate_estream(device: str, write: bool, as_json: bool) -> None:
     profile = phone_profile(device, workload="calibrate estream (the phone prefill profile)")
     fit = fit_estream(profile)
     cpu = fit_cpu(with_values(profile, fit.values))
-    if fit.at_bound:
-        raise click.ClickException(f"calibration failed: {', '.join(fit.at_bound)} fitted at a bound "
+    at_bound = fit.at_bound + (("cpu.routed_gemv_GFLOPS",) if cpu.at_bound else ())
+    if at_bound:
+        raise click.ClickException(f"calibration failed: {', '.join(at_bound)} fitted at a bound "
                                    "(a mechanism is missing; the profile is left unchanged)")
     if write:
         path = profile_dir() / f"{device}.toml" if device in profile_names() else Path(device)
         write_fit(path, fit, cpu)
     if as_json:
-        emit_json({"values": {**fit.values, **cpu}, "predictions": fit.predictions,
-                   "errors": fit.errors, "cost": fit.cost, "written": write})
+        emit_json({"values": {**fit.values, **cpu.values}, "predictions": fit.predictions,
+                   "errors": fit.errors, "cost": fit.cost, "npu_vs_cpu_experts_64": cpu.npu_vs_cpu, "written": write})
         return
-    emit_table(["field", "fitted"], [(k, f"{v:.6g}") for k, v in {**fit.values, **cpu}.items()])
+    emit_table(["field", "fitted"], [(k, f"{v:.6g}") for k, v in {**fit.values, **cpu.values}.items()])
     emit_table(["target", "predicted", "error"], [(k, f"{fit.predictions[k]:.4f}", f"{v:+.4f}")
                                                  for k, v in fit.errors.items()])
 

@@ -94,6 +94,11 @@ class HTPSection(Section):
                           "instead of decompressing keys and values per head")
     attention_unit: Literal["hvx", "hmx"] = Field(
         "hmx", description="the unit of attention's score and value products (softmax is always HVX)")
+    attention_softmax_instr_per_score_ratio: PositiveFloat | None = Field(
+        None, description="with attention on HMX: HVX instructions per attention score (a vector instruction "
+                          "covers many scores, so a fraction of its cost) of the flash attention's online softmax "
+                          "(scale, mask, row max, exp, row sum, fp16 tiles), overlapping the HMX products; unset: "
+                          "its DRAM traffic only")
     dma_GBps: PositiveFloat | None = Field(None, description="DRAM -> VTCM DMA rate (at most the LPDDR5X bus)")
     vtcm_MiB: PositiveFloat
     call_overhead_us: PositiveFloat | None = Field(None, description="descriptor submit per expert-group call")
@@ -130,11 +135,22 @@ class CPUSection(Section):
                           "unset: the GEMM rate")
     q4_0_gemv_GBps: PositiveFloat | None = Field(
         None, description="quantised weight bytes per second a one-token matrix-vector product consumes on "
-                          "all cores (decode); unset: the DRAM peak")
+                          "all cores (decode; prefill's weight reads from DRAM); unset: the DRAM peak")
+    routed_gemv_GFLOPS: PositiveFloat | None = Field(
+        None, description="a routed expert's products, one matrix-vector product per routed token (llama.cpp's "
+                          "CPU MUL_MAT_ID on repacked Q4_0), weights from cache; unset: experts run the GEMM")
 
     @property
     def cores(self) -> int:
         return self.prime_cores_count + self.perf_cores_count
+
+    @model_validator(mode="after")
+    def _gemv_not_faster(self) -> CPUSection:
+        gemm, gemv = self.q4_0_gemm_GFLOPS, self.routed_gemv_GFLOPS
+        if gemm is not None and gemv is not None and gemv > gemm:
+            raise ValueError(f"routed_gemv_GFLOPS must be <= q4_0_gemm_GFLOPS ({gemm}): one row at a time never "
+                             f"beats the GEMM on the same weights, got {gemv}")
+        return self
 
 
 class UncertaintySection(Section):

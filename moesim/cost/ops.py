@@ -17,10 +17,13 @@ from moesim.cost.htp import tile_matmul
 from moesim.cost.params import Backend
 from moesim.units import FP16_B, FP32_B
 
-__all__ = ["OpCost", "padded", "matmul", "ffn_op", "expert_op", "group_op", "attention_op", "layer_non_ffn",
-           "is_attention_layer", "layer_window", "lm_head_op"]
+__all__ = ["OpCost", "GEMM_ROW_BLOCK", "padded", "matmul", "ffn_op", "expert_op", "group_op", "attention_op",
+           "layer_non_ffn", "is_attention_layer", "layer_window", "lm_head_op"]
 
 _Q4 = RECIPES["q4_0"]
+#: llama.cpp's CPU matmul on repacked Q4_0 (ggml-cpu/repack.cpp, ``forward_mul_mat_one_chunk``) runs
+#: the GEMM kernel on whole blocks of this many activation rows and a GEMV on each remaining row
+GEMM_ROW_BLOCK = 4
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,22 @@ def matmul(tokens: int, rows: int, row_len: int, weight_B: float, be: Backend, d
         mat, vec, rest = tile_matmul(tokens, rows, row_len, weight_B, be.tiles, dequantise=dequantise, expert=expert)
         return OpCost(mat_ns=mat, vec_ns=vec, overhead_ns=rest)
     flops = 2.0 * padded(tokens, be.tile_rows) * rows * row_len
+    if be.gemv_flop_per_ns is not None:
+        return _cpu_matmul(tokens, rows * row_len, weight_B, be, expert)
     if not be.overlap:
         return OpCost(mat_ns=flops / be.mat_flop_per_ns + weight_B / be.weight_B_per_ns)
     return OpCost(mat_ns=flops / be.mat_flop_per_ns, vec_ns=weight_B / be.weight_B_per_ns)
+
+
+def _cpu_matmul(tokens: int, weights: int, weight_B: float, be: Backend, expert: bool) -> OpCost:
+    """llama.cpp's CPU products on repacked Q4_0: a dense matmul runs the GEMM on the rows in
+    whole blocks of :data:`GEMM_ROW_BLOCK` and one GEMV per remaining row; a routed expert
+    (MUL_MAT_ID, ``forward_mul_mat_id``) runs one GEMV per routed token, its weights read from
+    DRAM once and from cache after. Weight reads overlap the products."""
+    assert be.gemv_flop_per_ns is not None
+    gemm_rows = 0 if expert else tokens - tokens % GEMM_ROW_BLOCK
+    mat = 2.0 * weights * (gemm_rows / be.mat_flop_per_ns + (tokens - gemm_rows) / be.gemv_flop_per_ns)
+    return OpCost(mat_ns=mat, vec_ns=weight_B / be.weight_B_per_ns)
 
 
 def ffn_op(tokens: int, hidden: int, inter: int, weight_B: float, be: Backend, expert: bool = False) -> OpCost:
@@ -130,8 +146,9 @@ def attention_op(model: ModelSpec, n: int, layer: int, be: Backend, past: int = 
         return cost + OpCost(vec_ns=products / be.attention_flop_per_ns + softmax)
     if be.attention_flop_per_ns is not None:   # its own rate on the matrix engine (the CPU's cores)
         return cost + OpCost(mat_ns=products / be.attention_flop_per_ns, vec_ns=softmax)
-    core = OpCost(mat_ns=products / be.mat_flop_per_ns, vec_ns=softmax)
-    return cost + core
+    # products on the matrix unit; HMX flash attention's online softmax on HVX overlaps them (llama.cpp's HMX queue)
+    online = pairs * att.num_heads * be.softmax_vec_ns_per_score
+    return cost + OpCost(mat_ns=products / be.mat_flop_per_ns, vec_ns=online + softmax)
 
 
 def _conv_op(model: ModelSpec, n: int, be: Backend) -> OpCost:

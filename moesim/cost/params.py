@@ -39,6 +39,9 @@ class Backend:
     tiles: TilePipeline | None = None  # the HTP: matrix multiplies run the VTCM tile pipeline
     attention_flop_per_ns: float | None = None  # attention's products at their own rate (None: the mat rate)
     attention_on_vec: bool = True  # with attention_flop_per_ns: on the vector unit (HVX), else on the mat unit
+    softmax_vec_ns_per_score: float = 0.0  # products on the mat unit: the vector unit's softmax time a score
+    vec_flop_per_ns: float | None = None  # fp16 multiply-adds on the vector unit (the HTP's HVX), for decode
+    gemv_flop_per_ns: float | None = None  # one-row products (the CPU's GEMV): routed experts, dense remainders
     mla_absorbed: bool = False    # DeepSeek MLA attends in the latent (absorbed) rather than per head
 
 
@@ -70,8 +73,12 @@ def npu_backend(p: MobileNPUProfile) -> Backend:
         tile_cols=p.htp.hmx_tile_cols_count,
         experts_double_buffered=p.htp.experts_double_buffered,
     )
+    on_hvx = p.htp.attention_unit == "hvx"
+    # the online softmax of HMX flash attention: its HVX instructions per score, one per cycle and context x efficiency
+    softmax = (p.htp.attention_softmax_instr_per_score_ratio or 0.0) / (contexts * clock * efficiency)
     return _npu(p, tiles.hmx_flop_per_ns, tiles.dequant_B_per_ns, tiles=tiles, mla_absorbed=p.htp.mla_absorbed,
-                attention_flop_per_ns=hvx_fp16_flop_per_ns if p.htp.attention_unit == "hvx" else None)
+                attention_flop_per_ns=hvx_fp16_flop_per_ns if on_hvx else None, vec_flop_per_ns=hvx_fp16_flop_per_ns,
+                softmax_vec_ns_per_score=0.0 if on_hvx else softmax)
 
 
 def _npu_backend_one_rate(p: MobileNPUProfile) -> Backend:
@@ -98,16 +105,20 @@ def _npu(p: MobileNPUProfile, mat_flop_per_ns: float, weight_B_per_ns: float, **
 
 
 def cpu_backend(p: MobileNPUProfile) -> Backend:
-    """llama.cpp-like CPU execution: Q4_0 GEMM rate, weights streamed from DRAM."""
+    """llama.cpp-like CPU execution: dense products at the Q4_0 GEMM rate, routed experts one GEMV
+    per routed token at ``cpu.routed_gemv_GFLOPS`` (llama.cpp's MUL_MAT_ID on repacked Q4_0;
+    docs/background/prefill-model.md, 'The CPU baseline'), weights read from DRAM at the rate the
+    cores reach (``cpu.q4_0_gemv_GBps``, measured in decode; else the DRAM peak)."""
     return Backend(
         name="cpu",
         mat_flop_per_ns=p.cpu.require("q4_0_gemm_GFLOPS", p.name),
-        weight_B_per_ns=p.memory.peak_bw_GBps,
+        weight_B_per_ns=p.cpu.q4_0_gemv_GBps or p.memory.peak_bw_GBps,
         elem_B_per_ns=p.memory.peak_bw_GBps,
         tile_rows=1,
         call_overhead_ns=0.0,
         attention_flop_per_ns=p.cpu.attention_GFLOPS,
         attention_on_vec=False,
+        gemv_flop_per_ns=p.cpu.routed_gemv_GFLOPS,
     )
 
 

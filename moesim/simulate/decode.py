@@ -228,10 +228,11 @@ def npu_decode_backend(device: MobileNPUProfile) -> Backend:
     if htp.decode_weight_GBps is None or htp.decode_layer_overhead_us is None:
         return npu_backend(device)
     prefill = npu_backend(device)
-    hvx_flop = prefill.attention_flop_per_ns or prefill.mat_flop_per_ns
+    hvx_flop = prefill.vec_flop_per_ns or prefill.attention_flop_per_ns or prefill.mat_flop_per_ns
     return replace(prefill, mat_flop_per_ns=hvx_flop, weight_B_per_ns=min(htp.decode_weight_GBps,
                                                                          prefill.weight_B_per_ns),
-                   tile_rows=1, tiles=None, layer_overhead_ns=htp.decode_layer_overhead_us * 1e3)
+                   tile_rows=1, tiles=None, layer_overhead_ns=htp.decode_layer_overhead_us * 1e3,
+                   attention_flop_per_ns=hvx_flop, attention_on_vec=True, softmax_vec_ns_per_score=0.0)
 
 
 def _percentiles(step_ns: list[int], emitted: list[int]) -> dict[str, float]:

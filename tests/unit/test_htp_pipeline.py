@@ -3,6 +3,8 @@ double-buffered weight tiles and activation chunks that re-stream the weights.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -123,3 +125,37 @@ def test_absorbed_mla_attends_in_the_latent(tiny_tiled_profile) -> None:  # type
     absorbed = attention_op(dsv2, 2048, 1, be).total_ns
     per_head = attention_op(dsv2, 2048, 1, replace(be, mla_absorbed=False)).total_ns
     assert absorbed > 1.3 * per_head       # on HMX here; the products alone grow 3.4x
+
+
+def test_hmx_attention_runs_its_softmax_on_hvx_beside_the_products() -> None:
+    """Attention on HMX (llama.cpp's HMX flash attention): the score and value products on HMX at
+    its rate; the online softmax on HVX, ``ops`` instructions a score at one a cycle per context x
+    the efficiency; the two overlap. OLMoE layer 0, 1,024 tokens: 528 x 32 x 32 causal tile pairs."""
+    from moesim.config.catalog import load_model
+    from moesim.cost.ops import attention_op
+    from moesim.cost.params import npu_backend
+
+    olmoe = load_model("olmoe-1b-7b")
+    phone = _tiled_phone("hmx")
+    be = npu_backend(phone)   # type: ignore[arg-type]
+    htp = phone.htp           # type: ignore[attr-defined]
+    pairs, heads = 528 * 32 * 32, 16
+    per_score = htp.attention_softmax_instr_per_score_ratio / (htp.hvx_contexts_count * htp.clock_GHz * 0.35)
+    assert be.softmax_vec_ns_per_score == pytest.approx(per_score)
+    bare = attention_op(olmoe, 1024, 0, be)
+    no_softmax = attention_op(olmoe, 1024, 0, replace(be, softmax_vec_ns_per_score=0.0))
+    assert bare.mat_ns == pytest.approx(no_softmax.mat_ns)                 # the products stay on HMX
+    assert bare.vec_ns - no_softmax.vec_ns == pytest.approx(pairs * heads * per_score)
+    assert bare.overhead_ns == pytest.approx(no_softmax.overhead_ns)      # overlapped, not added
+
+
+def test_decode_keeps_attention_on_hvx_whatever_the_prefill_unit() -> None:
+    """One token cannot fill a 32-row HMX tile: decode attends on HVX with the prefill's HVX rate."""
+    from moesim.cost.params import npu_backend
+    from moesim.simulate.decode import npu_decode_backend
+
+    for unit in ("hmx", "hvx"):
+        phone = _tiled_phone(unit)
+        dec = npu_decode_backend(phone)   # type: ignore[arg-type]
+        assert dec.attention_on_vec and dec.softmax_vec_ns_per_score == 0.0
+        assert dec.attention_flop_per_ns == npu_backend(phone).vec_flop_per_ns   # type: ignore[arg-type]

@@ -61,7 +61,7 @@ def test_cpu_attention_has_its_own_rate(phone: MobileNPUProfile) -> None:
     olmoe = load_model("olmoe-1b-7b")
     slow = attention_op(olmoe, 4096, 0, cpu_backend(phone)).total_ns
     fast = attention_op(olmoe, 4096, 0, cpu_backend(with_values(phone, {"cpu.attention_GFLOPS": 1000.0}))).total_ns
-    assert fast < slow / 5   # attention dominates a 4K layer on the CPU at the fitted 21.5 GFLOPS
+    assert fast < slow / 3   # attention dominates a 4K layer on the CPU (63.6 GFLOPS, llama.cpp without FA)
 
 
 def test_intervals_bracket_the_prediction_with_the_band_of_its_regime(phone: MobileNPUProfile) -> None:

@@ -1,0 +1,100 @@
+"""The CPU baseline on its own evidence (issue 25, hypothesis 2): llama.cpp's MUL_MAT_ID runs a
+routed expert one GEMV per routed token, dense products run the GEMM on blocks of 4 rows, weights
+come from DRAM at the cores' measured rate, and the rates come from CPU figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from moesim.calibrate.cpu_anchor import MNN_QWEN3_1_7B, attention_to_gemm_ratio, cpu_gemm_GFLOPS
+from moesim.calibrate.estream import with_values
+from moesim.config.catalog import load_model
+from moesim.config.device import MobileNPUProfile
+from moesim.config.prefill import CPUPolicy, EStreamPolicy, PrefillRun
+from moesim.config.profiles import phone_profile
+from moesim.cost.ops import GEMM_ROW_BLOCK, expert_op, matmul
+from moesim.cost.params import Backend, cpu_backend
+from moesim.errors import InputError
+from moesim.simulate.prefill import simulate_prefill
+from moesim.traces import bundled_trace_path
+
+#: a CPU with round numbers: GEMM 400 FLOP/ns, GEMV 100 FLOP/ns, weights from DRAM at 20 B/ns
+CPU = Backend("cpu", mat_flop_per_ns=400.0, weight_B_per_ns=20.0, elem_B_per_ns=80.0, tile_rows=1,
+              call_overhead_ns=0.0, gemv_flop_per_ns=100.0)
+
+
+@pytest.fixture(scope="module")
+def phone() -> MobileNPUProfile:
+    return phone_profile("sd8-elite-gen5")
+
+
+def test_a_routed_expert_costs_one_gemv_per_routed_token() -> None:
+    """1024 x 2048 weights: one GEMV row is 2 x 2,097,152 / 100 = 41,943 ns; 64 routed tokens
+    64 of them (no GEMM), while a dense product of 64 rows runs the GEMM (4x faster here)."""
+    w = 1024 * 2048
+    one = matmul(1, 1024, 2048, w * 18 / 32, CPU, expert=True).mat_ns
+    assert one == pytest.approx(2 * w / 100.0)
+    assert matmul(64, 1024, 2048, w * 18 / 32, CPU, expert=True).mat_ns == pytest.approx(64 * one)
+    assert matmul(64, 1024, 2048, w * 18 / 32, CPU).mat_ns == pytest.approx(64 * 2 * w / 400.0)
+
+
+def test_dense_products_run_the_gemm_on_whole_blocks_of_rows_and_a_gemv_on_the_rest() -> None:
+    """llama.cpp's repack matmul: 6 rows are one GEMM block of 4 and 2 GEMV rows; 3 rows are all GEMV."""
+    w = 512 * 512
+    gemm_row, gemv_row = 2 * w / 400.0, 2 * w / 100.0
+    assert GEMM_ROW_BLOCK == 4
+    assert matmul(6, 512, 512, 0.0, CPU).mat_ns == pytest.approx(4 * gemm_row + 2 * gemv_row)
+    assert matmul(3, 512, 512, 0.0, CPU).mat_ns == pytest.approx(3 * gemv_row)
+
+
+def test_a_lightly_routed_expert_waits_for_its_weights_from_dram() -> None:
+    """One token: the GEMV takes 41,943 ns, reading 1,179,648 B at 20 B/ns 58,982 ns."""
+    w = 1024 * 2048
+    cost = matmul(1, 1024, 2048, w * 18 / 32, CPU, expert=True)
+    assert cost.total_ns == pytest.approx(w * 18 / 32 / 20.0)
+    assert matmul(8, 1024, 2048, w * 18 / 32, CPU, expert=True).total_ns == pytest.approx(8 * 2 * w / 100.0)
+
+
+def test_the_phone_cpu_reads_weights_at_its_measured_rate_and_runs_experts_as_gemv(phone: MobileNPUProfile) -> None:
+    be = cpu_backend(phone)
+    assert be.weight_B_per_ns == phone.cpu.q4_0_gemv_GBps
+    assert be.gemv_flop_per_ns == phone.cpu.routed_gemv_GFLOPS
+    olmoe = load_model("olmoe-1b-7b")
+    per_token = expert_op(128, olmoe, be).mat_ns / 128
+    assert expert_op(256, olmoe, be).mat_ns == pytest.approx(256 * per_token, rel=1e-3)   # linear in routes
+
+
+def test_a_gemv_faster_than_the_gemm_is_refused(phone: MobileNPUProfile) -> None:
+    with pytest.raises(InputError, match="routed_gemv_GFLOPS must be <= q4_0_gemm_GFLOPS"):
+        with_values(phone, {"cpu.routed_gemv_GFLOPS": 2 * float(phone.cpu.q4_0_gemm_GFLOPS or 0.0)})
+
+
+def test_cpu_anchors_derive_the_gemm_and_attention_rates(phone: MobileNPUProfile) -> None:
+    """MNN's Qwen3-1.7B: 2.82 GFLOP a token; llama.cpp on a Neoverse-V2: the two-term model
+    fits its prompt-length curve within 2% (flash attention off), 5% (on)."""
+    assert MNN_QWEN3_1_7B.flop_per_token() == pytest.approx(2.8185e9, rel=1e-3)
+    off, worst_off = attention_to_gemm_ratio("off")
+    on, worst_on = attention_to_gemm_ratio("on")
+    assert worst_off < 0.02 and worst_on < 0.05
+    assert 0.10 < off < 0.14 and 0.015 < on < 0.03           # flash attention on is ~5x slower on this CPU
+    assert phone.cpu.q4_0_gemm_GFLOPS == pytest.approx(cpu_gemm_GFLOPS(), rel=1e-5)
+    assert phone.cpu.attention_GFLOPS == pytest.approx(off * cpu_gemm_GFLOPS(), rel=1e-4)
+
+
+def test_the_fitted_gemv_sits_inside_its_bounds(phone: MobileNPUProfile) -> None:
+    low, high = 2 * float(phone.cpu.q4_0_gemv_GBps or 0.0) / (18 / 32), float(phone.cpu.q4_0_gemm_GFLOPS or 0.0)
+    gemv = float(phone.cpu.routed_gemv_GFLOPS or 0.0)
+    assert low * 1.01 < gemv < high * 0.99
+    assert phone.cpu.provenance["routed_gemv_GFLOPS"].startswith("fitted: root of OLMoE-1B-7B's 4,096-token")
+
+
+def test_cpu_wins_only_the_shortest_prompts() -> None:
+    """The paper: the CPU runtime wins only at tens of tokens. With experts as per-token GEMVs the
+    CPU's time grows with every routed token while EStream's short prompts pay their UFS reads."""
+    def ttft(tokens: int, policy: CPUPolicy | EStreamPolicy) -> float:
+        run = PrefillRun(model="olmoe-1b-7b", device="sd8-elite-gen5", tokens=tokens, policy=policy,
+                         trace=str(bundled_trace_path()))
+        return simulate_prefill(run).metrics.ttft_s
+
+    assert ttft(16, CPUPolicy()) < ttft(16, EStreamPolicy())
+    assert ttft(256, CPUPolicy()) > ttft(256, EStreamPolicy())

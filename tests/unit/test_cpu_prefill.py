@@ -19,7 +19,7 @@ from moesim.simulate.prefill import simulate_prefill
 from moesim.traces import bundled_trace_path
 
 #: a CPU with round numbers: GEMM 400 FLOP/ns, GEMV 100 FLOP/ns, weights from DRAM at 20 B/ns
-CPU = Backend("cpu", mat_flop_per_ns=400.0, weight_B_per_ns=20.0, elem_B_per_ns=80.0, tile_rows=1,
+CPU = Backend(name="cpu", mat_flop_per_ns=400.0, weight_B_per_ns=20.0, elem_B_per_ns=80.0, tile_rows=1,
               call_overhead_ns=0.0, gemv_flop_per_ns=100.0)
 
 

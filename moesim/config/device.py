@@ -204,10 +204,26 @@ class PowerSection(Section):
 
 
 class NPURuntimeSection(Section):
-    """OS behaviour on the phone that the mmap baseline depends on."""
+    """OS behaviour on the phone that the mmap baseline and a cold start depend on."""
 
     page_KiB: PositiveFloat
     readahead_KiB: PositiveFloat
+    buffered_read_bw_GBps: PositiveFloat | None = Field(
+        None, description="a whole file read sequentially from flash through the page cache (a runtime's "
+                          "cold load: mmap with MAP_POPULATE, or fread); unset: cold loads cannot be priced")
+    buffered_read_bw_low_GBps: PositiveFloat | None = Field(
+        None, description="the lowest rate the sources allow for buffered_read_bw_GBps (90% interval)")
+    buffered_read_bw_high_GBps: PositiveFloat | None = Field(
+        None, description="the highest rate the sources allow for buffered_read_bw_GBps (90% interval)")
+
+    @model_validator(mode="after")
+    def _range_holds_the_rate(self) -> NPURuntimeSection:
+        rate, low, high = self.buffered_read_bw_GBps, self.buffered_read_bw_low_GBps, self.buffered_read_bw_high_GBps
+        if rate is not None and low is not None and low > rate:
+            raise ValueError(f"buffered_read_bw_low_GBps must be <= buffered_read_bw_GBps ({rate}), got {low}")
+        if rate is not None and high is not None and high < rate:
+            raise ValueError(f"buffered_read_bw_high_GBps must be >= buffered_read_bw_GBps ({rate}), got {high}")
+        return self
 
 
 class GPUSection(Section):

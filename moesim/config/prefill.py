@@ -14,14 +14,21 @@ from pydantic import Field, PositiveInt
 from moesim.config.base import Frozen
 from moesim.errors import InputError
 
-__all__ = ["Prefetch", "PREFETCH_POINTS", "EStreamPolicy", "ResidentPolicy", "NaivePolicy", "LayerB2Policy",
-           "CPUPolicy", "MmapPolicy", "PrefillPolicy", "PrefillRun", "POLICY_NAMES", "PolicyName", "policy_options",
-           "build_policy"]
+__all__ = ["Prefetch", "PREFETCH_POINTS", "PageCache", "TTFTFrom", "EStreamPolicy", "ResidentPolicy", "NaivePolicy",
+           "LayerB2Policy", "CPUPolicy", "MmapPolicy", "PrefillPolicy", "PrefillRun", "POLICY_NAMES", "PolicyName",
+           "policy_options", "build_policy"]
 
 #: When a streamed layer's expert reads may start (the prefetch point): once the layer's
 #: non-FFN operators have started, once its routing is known, or when compute asks for a group.
 Prefetch = Literal["non-ffn", "after-routing", "on-demand"]
 PREFETCH_POINTS: tuple[Prefetch, ...] = get_args(Prefetch)
+#: The page cache when the process starts: dropped (``cold``, the paper's protocol: "fresh
+#: processes with the page cache dropped"), or holding what an identical previous run read (``warm``).
+PageCache = Literal["cold", "warm"]
+#: Where the time to first token starts: when the loaded process receives the prompt
+#: (``request``), or when the process starts, its load phase counted (``launch``);
+#: docs/background/prefill-model.md, "The measurement protocol".
+TTFTFrom = Literal["request", "launch"]
 
 
 class EStreamPolicy(Frozen):

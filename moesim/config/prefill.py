@@ -148,5 +148,11 @@ class PrefillRun(Frozen):
     kv_retention: Literal["all-layers", "current-layer"] = Field(
         "all-layers", description="NPU policies: keep every layer's K/V for the decoding that follows (the "
                                   "brief's memory formula), or only the current layer's (a prefill-only service)")
+    page_cache: PageCache = Field(
+        "cold", description="the page cache at process start: dropped (the paper's protocol) or warm (holding "
+                            "what an identical previous run read)")
+    ttft_from: TTFTFrom = Field(
+        "request", description="TTFT from the prompt's arrival at the loaded process, or from process launch "
+                               "(the load phase counted)")
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")

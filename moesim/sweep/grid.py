@@ -17,11 +17,11 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, create_model
 
-from moesim.config.base import Frozen
+from moesim.config.base import Frozen, field_default
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL, DEFAULT_MODEL, DEFAULT_PHONE_DEVICE, load_model
 from moesim.config.decode import DecodeRun
 from moesim.config.loading import read_toml, validate_data
-from moesim.config.prefill import PolicyName, Prefetch, policy_options
+from moesim.config.prefill import PageCache, PolicyName, Prefetch, PrefillRun, TTFTFrom, policy_options
 from moesim.config.profiles import load_profile, override_profile
 from moesim.config.specdecode import DraftTree, Selector
 from moesim.errors import InputError, deprecated
@@ -62,6 +62,10 @@ class PrefillParams(_Params):
     memory_budget_GiB: PositiveFloat | None = None
     trace: str | None = None
     seed: int = 0
+    page_cache: PageCache = Field(field_default(PrefillRun, "page_cache"),
+                                  description=PrefillRun.model_fields["page_cache"].description)
+    ttft_from: TTFTFrom = Field(field_default(PrefillRun, "ttft_from"),
+                                description=PrefillRun.model_fields["ttft_from"].description)
 
 
 class SpecDecodeParams(_Params):

@@ -31,7 +31,7 @@ def _profile(device: str, overrides: dict[str, float]) -> AnyProfile:
 def _prefill_run(params: dict[str, Any], overrides: dict[str, float]) -> PrefillRun:
     # a policy option of the grid applies to the policies that take it and is ignored by the others
     policy = build_policy(params.get("policy", "estream"), {k: params.get(k) for k in policy_options()}, strict=False)
-    keys = ("model", "device", "tokens", "memory_budget_GiB", "trace", "seed")
+    keys = ("model", "device", "tokens", "memory_budget_GiB", "trace", "seed", "page_cache", "ttft_from")
     data: dict[str, Any] = {k: params[k] for k in keys if k in params}
     return validate_data(PrefillRun, {"model": DEFAULT_MODEL, "device": DEFAULT_PHONE_DEVICE, "tokens": 1024,
                                       **data, "policy": policy, "overrides": overrides})

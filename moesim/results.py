@@ -23,9 +23,10 @@ from moesim.config.base import Frozen
 from moesim.config.catalog import model_names
 from moesim.config.decode import DecodePredictor, DecodeRun
 from moesim.config.loading import file_ref
-from moesim.config.prefill import PrefillRun
+from moesim.config.prefill import PageCache, PrefillRun, TTFTFrom
 from moesim.config.profiles import profile_names
 from moesim.config.specdecode import DraftAccuracy, DraftRouting, DraftTree, SpecDecodeRun
+from moesim.cost.coldstart import LoadPath
 from moesim.traces.provenance import DecodeProvenance, PromptProvenance, ReplayProvenance
 
 __all__ = ["RunConfig", "PrefillConfig", "SpecDecodeConfig", "DecodeConfig", "PrefillMetrics",
@@ -117,6 +118,8 @@ class PrefillConfig(RunConfig):
     prefetch: str | None
     ubatch_tokens: int | None
     memory_budget_GiB: float | None
+    page_cache: PageCache = "cold"
+    ttft_from: TTFTFrom = "request"
     autoconfigured: bool
     predicted_ttft_s: float | None = None
     selection_ms: float | None = None
@@ -192,6 +195,10 @@ class PrefillMetrics(Frozen):
     ttft_s_interval: tuple[float, float] | None = None        # 90%; None: the profile states no uncertainty
     tokens_per_s_interval: tuple[float, float] | None = None
     peak_memory_GiB_interval: tuple[float, float] | None = None
+    load_s: float | None = None                   # the load phase before the request; in ttft_s if ttft_from=launch
+    load_s_interval: tuple[float, float] | None = None
+    load_io_bytes: int | None = None              # bytes the load read from flash (0: a warm page cache)
+    load_path: LoadPath | None = None                 # "page-cache" or "direct" (None: the profile cannot price it)
     memory_interval_over_budget: bool | None = None   # the interval's upper end > the budget (None: no budget)
     energy_j: float | None = None                 # None: the profile has no [power] figures
     energy_j_interval: tuple[float, float] | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from moesim.cli.output import emit_json, emit_table, parse_int_list, writable_path
-from moesim.cli.prefill_cmd import parse_overrides, warn_budget_above_device
+from moesim.cli.prefill_cmd import page_cache_of, parse_overrides, protocol_options, warn_budget_above_device
 from moesim.config.base import field_default
 from moesim.config.prefill import POLICY_NAMES, PrefillRun
 from moesim.errors import InputError, MoesimError
@@ -38,14 +38,15 @@ def _names(text: str | None) -> list[str] | None:
               "it is compared, else the first of --policies].")
 @click.option("--memory-budget-gib", type=float, help="Peak-memory budget for every policy.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE", help="Profile what-if (repeatable).")
+@protocol_options
 @click.option("--seed", type=int, default=field_default(PrefillRun, "seed"), show_default=True)
 @click.option("--plot", type=click.Path(dir_okay=False), callback=writable_path,
               help="Draw the latency-memory plane (.png/.svg/.pdf; log axes, lower left is better).")
 @click.option("--quiet", is_flag=True, help="No progress bar (it is drawn only on a terminal anyway).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def compare(model: str, device: str, tokens: str, policies: str | None, baseline: str | None,
-            memory_budget_gib: float | None, overrides: tuple[str, ...], seed: int, plot: str | None,
-            quiet: bool, as_json: bool) -> None:
+            memory_budget_gib: float | None, overrides: tuple[str, ...], warm: bool, ttft_from: str, seed: int,
+            plot: str | None, quiet: bool, as_json: bool) -> None:
     """Compare prefill policies (EStream and the baselines) in one table: TTFT, tokens/s, peak
     memory, bubble, energy, and speedup, memory and energy ratios against --baseline (above 1 =
     better).
@@ -62,18 +63,21 @@ def compare(model: str, device: str, tokens: str, policies: str | None, baseline
     baseline = default_baseline(chosen or POLICY_NAMES) if baseline is None else baseline
     warn_budget_above_device(memory_budget_gib, device, what_if)
     show = False if quiet else None
+    protocol = {"page_cache": page_cache_of(warm), "ttft_from": ttft_from}
     rows = compare_policies(model, device, lengths, chosen, baseline, memory_budget_gib, what_if, seed,
-                            progress=lambda runs: track(runs, f"{runs[0].tokens} tokens", show))
+                            progress=lambda runs: track(runs, f"{runs[0].tokens} tokens", show), protocol=protocol)
     failure = global_failure(rows)
     if failure is not None:
         raise MoesimError(failure)
     if plot:
         plot_plane(rows, plot, f"{model} on {device}")
     if as_json:
-        emit_json({"model": model, "device": device, "baseline": baseline, "rows": rows})
+        emit_json({"model": model, "device": device, "baseline": baseline, **protocol, "rows": rows})
         return
+    cache = "warm page cache" if warm else "page cache dropped"
+    origin = "process launch (load counted)" if ttft_from == "launch" else "the request (load not counted)"
     click.echo(f"{model} on {device}; speedup, memory and energy ratios against {baseline} (above 1 = better); "
-               "[90% interval]")
+               f"[90% interval]; {cache}, TTFT from {origin}")
     table = []
     for r in rows:
         if r["error"]:

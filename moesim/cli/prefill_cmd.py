@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
-from moesim.config.base import field_default
+from moesim.config.base import field_choices, field_default
 from moesim.config.loading import validate_data
 from moesim.config.prefill import POLICY_NAMES, PREFETCH_POINTS, PrefillRun, build_policy, policy_options
 from moesim.config.profiles import phone_profile
@@ -19,7 +20,8 @@ from moesim.progress import activity
 from moesim.results import PrefillMetrics
 from moesim.simulate.prefill import simulate_prefill
 
-__all__ = ["prefill", "show_prefill", "parse_overrides", "warn_budget_above_device"]
+__all__ = ["prefill", "show_prefill", "describe_protocol", "parse_overrides", "warn_budget_above_device",
+           "protocol_options", "page_cache_of"]
 
 def warn_budget_above_device(budget_GiB: float | None, device: str, overrides: dict[str, float]) -> None:
     """A budget above the phone's usable memory constrains nothing: say so on stderr."""
@@ -55,6 +57,23 @@ def _takes(option: str) -> str:
     return ", ".join(sorted(policy_options()[option]))
 
 
+def protocol_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The measurement-protocol options of ``prefill`` and ``compare``: ``--warm`` and ``--ttft-from``
+    (PrefillRun.page_cache and .ttft_from; docs/background/prefill-model.md, "The measurement protocol")."""
+    command = click.option("--ttft-from", type=click.Choice(field_choices(PrefillRun, "ttft_from")),
+                           default=field_default(PrefillRun, "ttft_from"), show_default=True,
+                           help="TTFT from the prompt's arrival at the loaded process, or from process launch "
+                                "(the load phase counted).")(command)
+    return click.option("--warm", is_flag=True,
+                        help="Start with a warm page cache (what an identical previous run read) instead of the "
+                             "paper's dropped one.")(command)
+
+
+def page_cache_of(warm: bool) -> str:
+    """``--warm`` as PrefillRun.page_cache."""
+    return "warm" if warm else field_default(PrefillRun, "page_cache")
+
+
 @click.command()
 @click.option("--model", default=_default("model"), show_default=True, metavar="NAME|PATH")
 @click.option("--device", default=_default("device"), show_default=True, metavar="NAME|PATH")
@@ -69,6 +88,7 @@ def _takes(option: str) -> str:
 @click.option("--memory-budget-gib", type=float, help="Peak-memory budget; the default rule fits B to it.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
               help="Override one profile number for a what-if (repeatable), e.g. ufs.effective_read_bw_GBps=3.0")
+@protocol_options
 @click.option("--seed", type=int, default=_default("seed"), show_default=True)
 @click.option("--timeline", type=click.Path(dir_okay=False), callback=writable_path,
               help="Write a Chrome/Perfetto trace-event JSON.")
@@ -76,18 +96,40 @@ def _takes(option: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy: str, group_size: int | None,
             banks: int | None, queue_depth: int | None, prefetch: str | None, memory_budget_gib: float | None,
-            overrides: tuple[str, ...], seed: int, timeline: str | None, quiet: bool, as_json: bool) -> None:
-    """Simulate MoE prefill with expert streaming (EStream) or a baseline policy."""
+            overrides: tuple[str, ...], warm: bool, ttft_from: str, seed: int, timeline: str | None, quiet: bool,
+            as_json: bool) -> None:
+    """Simulate MoE prefill with expert streaming (EStream) or a baseline policy.
+
+    By default the page cache is dropped before the process starts and the TTFT runs from the
+    prompt's arrival at the loaded process (load_s reports the load phase beside it)."""
     options = {"group_size": group_size, "banks": banks, "queue_depth": queue_depth, "prefetch": prefetch}
     run = validate_data(PrefillRun, {"model": model, "device": device, "tokens": tokens, "trace": trace_path,
                                      "policy": build_policy(policy, options), "memory_budget_GiB": memory_budget_gib,
-                                     "seed": seed, "overrides": parse_overrides(overrides)})
+                                     "seed": seed, "overrides": parse_overrides(overrides),
+                                     "page_cache": page_cache_of(warm), "ttft_from": ttft_from})
     warn_budget_above_device(run.memory_budget_GiB, run.device, run.overrides)
     with activity(f"prefill {run.model}, {run.tokens} tokens", show=False if quiet else None):
         result = simulate_prefill(run)
     if timeline:
         write_json_atomic(result.to_chrome_trace(), timeline)
     show_prefill(result.metrics, as_json)
+
+
+_ORIGIN = {"request": "the request", "launch": "process launch"}
+
+
+def describe_protocol(m: dict[str, Any]) -> str:
+    """One line: the page cache at start, where the TTFT starts, and what the load phase read."""
+    cfg = m["config"]
+    cache = "warm page cache" if cfg["page_cache"] == "warm" else "page cache dropped"
+    origin = _ORIGIN[cfg["ttft_from"]]
+    if m["load_s"] is None:
+        return f"protocol: {cache}, TTFT from {origin} (the load phase cannot be priced on this profile)"
+    counted = "counted in ttft_s" if cfg["ttft_from"] == "launch" else "not counted"
+    read = (f"{m['load_io_bytes'] / 1e9:.2f} GB from flash" if m["load_io_bytes"]
+            else "nothing from flash")
+    return (f"protocol: {cache}, TTFT from {origin}; load {m['load_s']:.3f} s ({m['load_path']}, "
+            f"{read}), {counted}")
 
 
 def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
@@ -105,6 +147,7 @@ def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
     if cfg["overrides"]:
         click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
     click.echo(describe_routing(tr))
+    click.echo(describe_protocol(m))
     if cfg["policy"] in ("estream", "naive", "layer-b2"):
         click.echo("G = experts per group (one read, one NPU call), B = banks in the arena, Q = reads in flight; "
                    "bubble = NPU time waiting for experts / expert-phase time")
@@ -115,6 +158,7 @@ def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
     rows = [("ttft_s", f"{m['ttft_s']:.4f}", band("ttft_s", ".3f")),
             ("tokens_per_s", f"{m['tokens_per_s']:.1f}", band("tokens_per_s", ".1f")),
             ("peak_memory_GiB", f"{m['peak_memory_GiB']:.3f}", band("peak_memory_GiB", ".3f")),
+            ("load_s", "-" if m["load_s"] is None else f"{m['load_s']:.4f}", band("load_s", ".3f")),
             ("bubble_share", f"{m['bubble_share']:.4f}", ""),
             ("bubble_share_total", f"{m['bubble_share_total']:.4f}", ""), ("io_bytes", f"{m['io_bytes']:,}", ""),
             ("io_amplification", f"{m['io_amplification']:.3f}", "")]

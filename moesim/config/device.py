@@ -54,6 +54,10 @@ class UFSSection(Section):
         None, description="L of t = L + b / R: per-request latency, overlapped by the other reads in flight")
     effective_read_bw_GBps: PositiveFloat | None = Field(
         None, description="R of t = L + b / R: the phone's own large-read rate (moesim.cost.flash); peak if absent")
+    read_bw_low_GBps: PositiveFloat | None = Field(
+        None, description="the slowest large-read rate measured on phones of this class (the slow end of R)")
+    read_bw_high_GBps: PositiveFloat | None = Field(
+        None, description="the fastest large-read rate measured on phones of this class (the fast end of R)")
     queue_slots_count: PositiveInt
     default_queue_depth_count: PositiveInt
 
@@ -62,7 +66,8 @@ class UFSSection(Section):
         if self.default_queue_depth_count > self.queue_slots_count:
             raise ValueError("default_queue_depth_count must be <= queue_slots_count "
                              f"({self.queue_slots_count}), got {self.default_queue_depth_count}")
-        for name in ("random_read_bw_512KiB_GBps", "random_read_bw_4KiB_GBps", "effective_read_bw_GBps"):
+        for name in ("random_read_bw_512KiB_GBps", "random_read_bw_4KiB_GBps", "effective_read_bw_GBps",
+                     "read_bw_low_GBps", "read_bw_high_GBps"):
             if (getattr(self, name) or 0) > self.peak_read_bw_GBps:
                 raise ValueError(f"{name} must be <= peak_read_bw_GBps ({self.peak_read_bw_GBps}), "
                                  f"got {getattr(self, name)}")
@@ -217,10 +222,26 @@ class PowerSection(Section):
 
 
 class NPURuntimeSection(Section):
-    """OS behaviour on the phone that the mmap baseline depends on."""
+    """OS behaviour on the phone that the mmap baseline and a cold start depend on."""
 
     page_KiB: PositiveFloat
     readahead_KiB: PositiveFloat
+    buffered_read_bw_GBps: PositiveFloat | None = Field(
+        None, description="a whole file read sequentially from flash through the page cache (a runtime's "
+                          "cold load: mmap with MAP_POPULATE, or fread); unset: cold loads cannot be priced")
+    buffered_read_bw_low_GBps: PositiveFloat | None = Field(
+        None, description="the lowest rate the sources allow for buffered_read_bw_GBps (90% interval)")
+    buffered_read_bw_high_GBps: PositiveFloat | None = Field(
+        None, description="the highest rate the sources allow for buffered_read_bw_GBps (90% interval)")
+
+    @model_validator(mode="after")
+    def _range_holds_the_rate(self) -> NPURuntimeSection:
+        rate, low, high = self.buffered_read_bw_GBps, self.buffered_read_bw_low_GBps, self.buffered_read_bw_high_GBps
+        if rate is not None and low is not None and low > rate:
+            raise ValueError(f"buffered_read_bw_low_GBps must be <= buffered_read_bw_GBps ({rate}), got {low}")
+        if rate is not None and high is not None and high < rate:
+            raise ValueError(f"buffered_read_bw_high_GBps must be >= buffered_read_bw_GBps ({rate}), got {high}")
+        return self
 
 
 class GPUSection(Section):

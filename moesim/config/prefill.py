@@ -15,14 +15,22 @@ from moesim.config.base import Frozen
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.errors import InputError
 
-__all__ = ["Prefetch", "PREFETCH_POINTS", "EStreamPolicy", "ResidentPolicy", "NaivePolicy", "LayerB2Policy",
-           "CPUPolicy", "MmapPolicy", "PrefillPolicy", "PrefillRun", "POLICY_MODELS", "POLICY_NAMES", "PolicyName",
+__all__ = ["Prefetch", "PREFETCH_POINTS", "PageCache", "TTFTFrom", "EStreamPolicy", "ResidentPolicy", "NaivePolicy",
+           "LayerB2Policy", "CPUPolicy", "MmapPolicy", "PrefillPolicy", "PrefillRun", "POLICY_MODELS", "POLICY_NAMES",
+           "PolicyName",
            "policy_options", "build_policy"]
 
 #: When a streamed layer's expert reads may start (the prefetch point): once the layer's
 #: non-FFN operators have started, once its routing is known, or when compute asks for a group.
 Prefetch = Literal["non-ffn", "after-routing", "on-demand"]
 PREFETCH_POINTS: tuple[Prefetch, ...] = get_args(Prefetch)
+#: The page cache when the process starts: dropped (``cold``, the paper's protocol: "fresh
+#: processes with the page cache dropped"), or holding what an identical previous run read (``warm``).
+PageCache = Literal["cold", "warm"]
+#: Where the time to first token starts: when the loaded process receives the prompt
+#: (``request``), or when the process starts, its load phase counted (``launch``);
+#: docs/background/prefill-model.md, "The measurement protocol".
+TTFTFrom = Literal["request", "launch"]
 
 
 class EStreamPolicy(Frozen):
@@ -144,5 +152,11 @@ class PrefillRun(Frozen):
     kv_retention: Literal["all-layers", "current-layer"] = Field(
         "all-layers", description="NPU policies: keep every layer's K/V for the decoding that follows (the "
                                   "brief's memory formula), or only the current layer's (a prefill-only service)")
+    page_cache: PageCache = Field(
+        "cold", description="the page cache at process start: dropped (the paper's protocol) or warm (holding "
+                            "what an identical previous run read)")
+    ttft_from: TTFTFrom = Field(
+        "request", description="TTFT from the prompt's arrival at the loaded process, or from process launch "
+                               "(the load phase counted)")
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")

@@ -29,16 +29,20 @@ from moesim.simulate.prefill import simulate_prefill
 
 __all__ = ["COLUMNS", "compare_policies", "plot_plane", "bound_of", "default_baseline", "global_failure"]
 
-COLUMNS = ("tokens", "policy", "ttft_s", "ttft_s_interval", "tokens_per_s", "peak_memory_GiB",
+COLUMNS = ("tokens", "policy", "ttft_s", "ttft_s_interval", "load_s", "tokens_per_s", "peak_memory_GiB",
            "peak_memory_GiB_interval", "bubble_share", "bound", "energy_j", "energy_j_interval", "tokens_per_j",
            "speedup", "memory_ratio", "energy_ratio", "config", "error")
 
 
 def bound_of(m: dict[str, Any]) -> str:
-    """What the run's critical path waits on: the storage if the engine waits on it for over half
+    """What the run's critical path waits on: the load phase when the TTFT counts it and it is
+    over half of it; else, over the request, the storage if the engine waits on it for over half
     the run, both over a tenth, else the compute engine (with the busy shares)."""
     util = m["utilization"]
     compute = util.get("npu", util.get("cpu", 0.0))
+    load = m["load_s"] if m["config"].get("ttft_from") == "launch" and m.get("load_s") else 0.0
+    if m["ttft_s"] > 0 and load > 0.5 * m["ttft_s"]:
+        return f"load ({load / m['ttft_s']:.0%} of the TTFT)"
     if m["bubble_share_total"] > 0.5:
         return f"UFS ({util.get('ufs', 0.0):.0%} busy)"
     if m["bubble_share_total"] > 0.1:
@@ -53,7 +57,7 @@ def _row(run: PrefillRun) -> dict[str, Any]:
         return {"tokens": run.tokens, "policy": run.policy.kind, "error": str(exc)}
     cfg = m["config"]
     return {"tokens": run.tokens, "policy": run.policy.kind, "ttft_s": m["ttft_s"],
-            "ttft_s_interval": m["ttft_s_interval"], "tokens_per_s": m["tokens_per_s"],
+            "ttft_s_interval": m["ttft_s_interval"], "load_s": m["load_s"], "tokens_per_s": m["tokens_per_s"],
             "peak_memory_GiB": m["peak_memory_GiB"], "peak_memory_GiB_interval": m["peak_memory_GiB_interval"],
             "bubble_share": m["bubble_share"], "bound": bound_of(m), "energy_j": m["energy_j"],
             "energy_j_interval": m["energy_j_interval"], "tokens_per_j": m["tokens_per_j"],
@@ -105,10 +109,11 @@ def global_failure(rows: Sequence[dict[str, Any]]) -> str | None:
 def compare_policies(model: str, device: str, tokens: Sequence[int], policies: Sequence[str] | None = None,
                      baseline: str | None = None, memory_budget_GiB: float | None = None,
                      overrides: dict[str, float] | None = None, seed: int = 0,
-                     progress: Callable[[list[PrefillRun]], Iterable[PrefillRun]] | None = None,
-                     ) -> list[dict[str, Any]]:
+                     progress: Callable[[list[PrefillRun]], Iterable[PrefillRun]] | None = None, *,
+                     protocol: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Rows of every (prompt length, policy); ``baseline`` must be one of ``policies`` (default:
-    :func:`default_baseline`); ``progress`` wraps each prompt length's runs, e.g. to draw a bar.
+    :func:`default_baseline`); ``progress`` wraps each prompt length's runs, e.g. to draw a bar;
+    ``protocol``: PrefillRun's ``page_cache`` and ``ttft_from`` for every row (default: the run's).
 
     The model, the device with the overrides and every run are checked before the first row
     runs: an error that every policy would meet is raised, not written into every row."""
@@ -123,7 +128,8 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
     phone_profile(device, overrides)
     plans = [[validate_data(PrefillRun, {"model": model, "device": device, "tokens": n, "seed": seed,
                                          "policy": build_policy(p, {}), "memory_budget_GiB": memory_budget_GiB,
-                                         "overrides": overrides or {}}) for p in chosen] for n in tokens]
+                                         "overrides": overrides or {}, **(protocol or {})})
+              for p in chosen] for n in tokens]
     rows = []
     for runs in plans:
         block = [_row(r) for r in (progress(runs) if progress else runs)]

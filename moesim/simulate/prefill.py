@@ -15,6 +15,7 @@ from moesim.config.model import ModelSpec
 from moesim.config.prefill import EStreamPolicy, PrefillRun
 from moesim.config.profiles import phone_profile, profile_hash
 from moesim.cost.bounds import stream_bounds
+from moesim.cost.coldstart import PricedLoad, price_load
 from moesim.cost.energy import RunActivity, activation_bytes_moved, energy_breakdown_j
 from moesim.cost.memory import MemoryBreakdown, arena_refusal, prefill_memory
 from moesim.cost.ops import layer_non_ffn, lm_head_op
@@ -158,7 +159,8 @@ def _execute(sim: Sim, run: PrefillRun, model: ModelSpec, device: MobileNPUProfi
         cache_B = (planned.arena_budget_B if planned.arena_budget_B is not None
                    else int(device.memory.usable_GiB * GiB) - planned.base.total_B)
     readahead_B = int(device.runtime.readahead_KiB * KiB)
-    return execute_cpu_prefill(sim, model, plan, routing, be, ufs, readahead_B, cache_B, tail)
+    return execute_cpu_prefill(sim, model, plan, routing, be, ufs, readahead_B, cache_B, tail,
+                               warm=run.page_cache == "warm")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,14 +201,18 @@ def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts
         arena_B = measured.cache_peak_B
     memory = MemoryBreakdown(base.weights_B, arena_B, base.activations_B, base.kv_cache_B, base.runtime_B)
     peak_gib, runtime_gib = memory.total_B / GiB, memory.runtime_B / GiB
-    ttft_iv, mem_iv = _intervals(timing, peak_gib, runtime_gib, device)
-    energy = _energy(timing, ttft_iv, device, run.tokens, model, counts, plan)
-    t, n = timing.ttft_s, run.tokens
+    request_iv, mem_iv = _intervals(timing, peak_gib, runtime_gib, device)
+    floor = plan_floor(run.policy.kind, model)
+    load = price_load(floor.resident_weights_B, floor.load_path, run.page_cache, run.ttft_from == "launch", device)
+    energy = _energy(timing, request_iv, device, run.tokens, model, counts, plan, load)
+    ttft_iv = load.add_to_interval(request_iv)
+    t, n = timing.ttft_s + load.counted_s(), run.tokens
     config = PrefillConfig(
         **run_config("prefill", run, device.name, profile_hash(device)), trace=provenance, run=saved_run(run),
         tokens=n, policy=plan.policy, group_size=plan.group_size, banks=plan.banks,
         queue_depth=plan.queue_depth, prefetch=plan.gate, ubatch_tokens=plan.ubatch_tokens,
-        memory_budget_GiB=run.memory_budget_GiB, autoconfigured=auto is not None,
+        memory_budget_GiB=run.memory_budget_GiB, page_cache=run.page_cache, ttft_from=run.ttft_from,
+        autoconfigured=auto is not None,
         predicted_ttft_s=None if auto is None else auto.ttft_ns / 1e9,
         selection_ms=None if auto is None else auto.selection_ms)
     return PrefillMetrics(
@@ -215,6 +221,10 @@ def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts
         tokens_per_s_interval=None if ttft_iv is None else ((n / ttft_iv[1], n / ttft_iv[0]) if ttft_iv[0] > 0
                                                             else (0.0, 0.0)),
         peak_memory_GiB_interval=mem_iv,
+        load_s=None if load.phase is None else load.s,
+        load_s_interval=None if load.phase is None else (load.fast_s, load.slow_s),
+        load_io_bytes=None if load.phase is None else load.phase.flash_B,
+        load_path=None if load.phase is None else load.phase.path,
         memory_interval_over_budget=interval_over_budget(mem_iv, run.memory_budget_GiB),
         energy_j=None if energy is None else energy.energy_j,
         energy_j_interval=None if energy is None else energy.energy_j_interval,
@@ -245,10 +255,11 @@ def _intervals(timing: _Timing, peak_gib: float, runtime_gib: float, device: Mob
     return time_interval_s(t, compute, util.get("ufs", 0.0) * t, u), memory_interval_gib(peak_gib, runtime_gib, u)
 
 
-def _energy(timing: _Timing, ttft_interval: tuple[float, float] | None, device: MobileNPUProfile, tokens: int,
-            model: ModelSpec, counts: np.ndarray, plan: StreamPlan) -> _Energy | None:
+def _energy(timing: _Timing, request_interval: tuple[float, float] | None, device: MobileNPUProfile, tokens: int,
+            model: ModelSpec, counts: np.ndarray, plan: StreamPlan, load: PricedLoad) -> _Energy | None:
     """Joules of the run (moesim.cost.energy), if the profile has power figures: nominal, and the
-    90% interval from the time interval and the power ranges (low with low, high with high)."""
+    90% interval from the request's time interval and the power ranges (low with low, high with
+    high); a counted load adds its own activity at the same end."""
     power = device.power
     if power is None:
         return None
@@ -261,16 +272,21 @@ def _energy(timing: _Timing, ttft_interval: tuple[float, float] | None, device: 
     def at(scale: float, end: str) -> dict[str, float]:
         run = RunActivity(t * scale, util.get("npu", 0.0) * t * scale, util.get("cpu", 0.0) * t * scale,
                           util.get("ufs", 0.0) * t * scale, dram_B, plan.backend == "npu")
-        return energy_breakdown_j(run, power.at(end))
+        parts = energy_breakdown_j(run, power.at(end))
+        loading = load.activity(end, plan.backend == "npu")
+        if loading is not None:
+            parts = {k: v + energy_breakdown_j(loading, power.at(end))[k] for k, v in parts.items()}
+        return parts
 
     parts = at(1.0, "nominal")
     energy = sum(parts.values())
-    lo_t, hi_t = ttft_interval or (t, t)
+    lo_t, hi_t = request_interval or (t, t)
     low = sum(at(lo_t / t if t else 1.0, "low").values())
     high = sum(at(hi_t / t if t else 1.0, "high").values())
+    total_t = t + load.counted_s()
     return _Energy(energy_j=energy, energy_j_interval=(min(low, energy), max(high, energy)),
                    j_per_token=energy / tokens, tokens_per_j=tokens / energy if energy > 0 else None,
-                   mean_power_w=energy / t if t > 0 else 0.0, energy_breakdown_j=parts)
+                   mean_power_w=energy / total_t if total_t > 0 else 0.0, energy_breakdown_j=parts)
 
 
 def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,

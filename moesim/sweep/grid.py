@@ -21,7 +21,7 @@ from moesim.config.base import Frozen, field_default
 from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
 from moesim.config.loading import read_toml, validate_data
-from moesim.config.prefill import POLICY_MODELS, PolicyName, PrefillRun, policy_options
+from moesim.config.prefill import POLICY_MODELS, PageCache, PolicyName, PrefillRun, TTFTFrom, policy_options
 from moesim.config.profiles import load_profile, override_profile
 from moesim.config.specdecode import DraftTree, Selector, SpecDecodeRun
 from moesim.errors import InputError, deprecated
@@ -63,7 +63,11 @@ def _prefill_params() -> type[_Params]:
         item: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
         fields[option] = (item | None, Field(None, description=_takes(option)))
     fields.update({"memory_budget_GiB": (PositiveFloat | None, None), "trace": (str | None, None),
-                   "seed": (int, field_default(PrefillRun, "seed"))})
+                   "seed": (int, field_default(PrefillRun, "seed")),
+                   "page_cache": (PageCache, Field(field_default(PrefillRun, "page_cache"),
+                                                   description=PrefillRun.model_fields["page_cache"].description)),
+                   "ttft_from": (TTFTFrom, Field(field_default(PrefillRun, "ttft_from"),
+                                                 description=PrefillRun.model_fields["ttft_from"].description))})
     model: type[_Params] = create_model("PrefillParams", __base__=_Params,
                                         __doc__="What a prefill grid may fix or sweep (defaults of moesim prefill).",
                                         **fields)

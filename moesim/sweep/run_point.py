@@ -32,7 +32,7 @@ def _prefill_run(params: dict[str, Any], overrides: dict[str, float]) -> Prefill
     # a policy option of the grid applies to the policies that take it and is ignored by the others
     kind = params.get("policy", field_default(PrefillRun, "policy").kind)
     policy = build_policy(kind, {k: params.get(k) for k in policy_options()}, strict=False)
-    keys = ("model", "device", "tokens", "memory_budget_GiB", "trace", "seed")
+    keys = ("model", "device", "tokens", "memory_budget_GiB", "trace", "seed", "page_cache", "ttft_from")
     data: dict[str, Any] = {k: params[k] for k in keys if k in params}
     return validate_data(PrefillRun, {**data, "policy": policy, "overrides": overrides})
 

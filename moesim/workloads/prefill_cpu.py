@@ -5,7 +5,9 @@ operators attend to all earlier tokens, then every expert routed at least one to
 micro-batch. With ``io == "mmap"`` an expert not in the page cache is faulted in before it
 runs: the file is read synchronously in read-ahead windows (one request at a time), the
 expert's pages join an LRU page cache of ``cache_B`` bytes, and older experts are reclaimed;
-touching a reclaimed expert again is a refault.
+touching a reclaimed expert again is a refault. With a ``warm`` page cache the run starts with
+the pages an identical previous run left cached (its LRU end state, within the same
+``cache_B``); cold, with none (the page cache dropped).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from moesim.engine import Sim
 from moesim.hw import ComputeUnit, page_fault
 from moesim.policies.prefill.plan import StreamPlan
 
-__all__ = ["CPUStats", "CPUMeasured", "run_cpu_prefill", "execute_cpu_prefill"]
+__all__ = ["CPUStats", "CPUMeasured", "run_cpu_prefill", "execute_cpu_prefill", "warm_cache"]
 
 
 @dataclass
@@ -75,21 +77,44 @@ class _PageCache:
             self.evicted.add(old)
 
 
+def _routed(model: ModelSpec, experts: np.ndarray, start: int, n: int, layer: int) -> np.ndarray:
+    """Routed tokens per expert of MoE layer ``layer`` over the micro-batch ``[start, start + n)``."""
+    rows = experts[start:start + n, layer - model.num_dense_layers]
+    return np.bincount(rows.ravel(), minlength=model.moe.num_routed_experts)
+
+
+def _micro_batches(plan: StreamPlan, n_total: int) -> list[tuple[int, int]]:
+    ub = plan.ubatch_tokens or n_total
+    return [(start, min(ub, n_total - start)) for start in range(0, n_total, ub)]
+
+
+def warm_cache(model: ModelSpec, plan: StreamPlan, experts: np.ndarray, capacity_B: int | None) -> _PageCache:
+    """The page cache an identical previous run leaves behind: its expert touches replayed, in
+    the run's order, through an LRU of ``capacity_B`` bytes (no time passes); reclaims during
+    that run are not refaults of this one."""
+    cache = _PageCache(capacity_B)
+    w = model.expert_bytes("q4_0")
+    for start, n in _micro_batches(plan, experts.shape[0]):
+        for layer in range(model.num_dense_layers, model.num_layers):
+            for e in np.flatnonzero(_routed(model, experts, start, n, layer)):
+                if not cache.touch((layer, int(e))):
+                    cache.insert((layer, int(e)), w)
+    cache.evicted.clear()
+    return cache
+
+
 def _run(sim: Sim, model: ModelSpec, plan: StreamPlan, experts: np.ndarray, be: Backend,
          ufs: UFSParams | None, readahead_B: int, cache: _PageCache, cpu: ComputeUnit, tail: OpCost,
          stats: CPUStats) -> Generator[Any, Any, None]:
-    n_total = experts.shape[0]
-    ub = plan.ubatch_tokens or n_total
-    n_exp = model.moe.num_routed_experts
     w = model.expert_bytes("q4_0")
-    for start in range(0, n_total, ub):
-        n = min(ub, n_total - start)
+    stats.cache_peak_B = cache.used_B
+    for start, n in _micro_batches(plan, experts.shape[0]):
         for layer in range(model.num_layers):
             for op, cost in layer_non_ffn(model, n, layer, be, past=start).items():
                 yield from cpu.run(cost, op, layer)
             if layer < model.num_dense_layers:
                 continue
-            counts = np.bincount(experts[start:start + n, layer - model.num_dense_layers].ravel(), minlength=n_exp)
+            counts = _routed(model, experts, start, n, layer)
             for e in np.flatnonzero(counts):
                 key = (layer, int(e))
                 if plan.io == "mmap" and not cache.touch(key):
@@ -109,17 +134,20 @@ def _run(sim: Sim, model: ModelSpec, plan: StreamPlan, experts: np.ndarray, be: 
 
 def run_cpu_prefill(sim: Sim, model: ModelSpec, plan: StreamPlan, experts: np.ndarray, be: Backend,
                     ufs: UFSParams | None, readahead_B: int, cache_B: int | None,
-                    tail: OpCost) -> tuple[CPUStats, ComputeUnit]:
+                    tail: OpCost, warm: bool = False) -> tuple[CPUStats, ComputeUnit]:
     stats = CPUStats()
     cpu = ComputeUnit(sim, "cpu", "cpu_mat", "cpu_vec")
-    sim.env.process(_run(sim, model, plan, experts, be, ufs, readahead_B, _PageCache(cache_B), cpu, tail, stats))
+    cache = warm_cache(model, plan, experts, cache_B) if warm and plan.io == "mmap" else _PageCache(cache_B)
+    sim.env.process(_run(sim, model, plan, experts, be, ufs, readahead_B, cache, cpu, tail, stats))
     return stats, cpu
 
 
 def execute_cpu_prefill(sim: Sim, model: ModelSpec, plan: StreamPlan, experts: np.ndarray, be: Backend,
-                        ufs: UFSParams | None, readahead_B: int, cache_B: int | None, tail: OpCost) -> CPUMeasured:
-    """Run the plan to its end and return what it measured (the spans stay in ``sim.recorder``)."""
-    stats, cpu = run_cpu_prefill(sim, model, plan, experts, be, ufs, readahead_B, cache_B, tail)
+                        ufs: UFSParams | None, readahead_B: int, cache_B: int | None, tail: OpCost,
+                        warm: bool = False) -> CPUMeasured:
+    """Run the plan to its end and return what it measured (the spans stay in ``sim.recorder``);
+    ``warm``: the mmap page cache starts as an identical previous run left it."""
+    stats, cpu = run_cpu_prefill(sim, model, plan, experts, be, ufs, readahead_B, cache_B, tail, warm)
     events = sim.run()
     return CPUMeasured(end_ns=stats.end_ns, busy_ns=cpu.busy_ns, faults=stats.faults, refaults=stats.refaults,
                        io_B=stats.io_B, io_busy_ns=stats.io_busy_ns, fault_wait_ns=stats.fault_wait_ns,

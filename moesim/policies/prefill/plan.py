@@ -23,6 +23,7 @@ from moesim.config.prefill import (
     PrefillPolicy,
     ResidentPolicy,
 )
+from moesim.cost.coldstart import LoadPath
 from moesim.cost.params import check_queue_depth
 from moesim.errors import InputError
 from moesim.units import MiB
@@ -83,11 +84,13 @@ class StreamPlan:
 
 @dataclass(frozen=True, kw_only=True)
 class PlanFloor:
-    """What a policy holds before any plan is sized: the weights it keeps resident in DRAM, and
-    the smallest arena it can run in (a budget check and the search need both before the plan)."""
+    """What a policy holds before any plan is sized: the weights it keeps resident in DRAM, the
+    smallest arena it can run in (a budget check and the search need both before the plan), and
+    how its runtime reads the resident weights when the process loads (moesim.cost.coldstart)."""
 
     resident_weights_B: int
     min_arena_B: int
+    load_path: LoadPath
 
 
 def plan_floor(kind: str, model: ModelSpec) -> PlanFloor:
@@ -96,13 +99,18 @@ def plan_floor(kind: str, model: ModelSpec) -> PlanFloor:
     - resident and cpu keep every weight resident (no arena);
     - the streaming policies and mmap keep the non-expert weights; the smallest arena is two
       one-expert banks for estream (one read overlaps one compute), one expert for naive, and
-      two whole layers (2 w E) for layer-b2; mmap's page cache gets what is left (no arena).
+      two whole layers (2 w E) for layer-b2; mmap's page cache gets what is left (no arena);
+    - the load reads the resident weights through the page cache for the llama.cpp-like
+      runtimes (cpu: mmap with MAP_POPULATE; mmap; resident: fread, as llama.cpp's Hexagon
+      scripts load with --mmap 0), and with the streaming runtime's direct-I/O loader for
+      estream, naive and layer-b2 (docs/background/prefill-model.md, "The measurement protocol").
     """
     w, e = model.expert_bytes("q4_0"), model.moe.num_routed_experts
     every = kind in ("resident", "cpu")
     weights = model.total_weight_bytes("q4_0") if every else model.resident_non_expert_bytes("q4_0")
+    streaming = kind in ("estream", "naive", "layer-b2")
     return PlanFloor(resident_weights_B=weights, min_arena_B={"estream": 2 * w, "naive": w, "layer-b2": 2 * w * e}
-                     .get(kind, 0))
+                     .get(kind, 0), load_path="direct" if streaming else "page-cache")
 
 
 def make_groups(model: ModelSpec, counts: np.ndarray, group_size: int) -> tuple[tuple[Group, ...], ...]:

@@ -1,0 +1,170 @@
+"""The measurement protocol: the load phase of a fresh process (moesim.cost.coldstart), the mmap
+baseline's warm page cache, and where each is counted (docs/background/prefill-model.md,
+"The measurement protocol")."""
+
+import numpy as np
+import pytest
+
+from moesim.config.catalog import load_model
+from moesim.config.prefill import POLICY_NAMES, CPUPolicy, EStreamPolicy, MmapPolicy, PrefillRun, ResidentPolicy
+from moesim.config.profiles import override_profile
+from moesim.cost.coldstart import LoadRates, load_phase, load_rates, price_load
+from moesim.errors import NotFittedError
+from moesim.policies.prefill.plan import plan_floor, plan_prefill
+from moesim.simulate.prefill import simulate_routing
+from moesim.workloads.prefill_cpu import warm_cache
+
+RATES = LoadRates(buffered_B_per_ns=2.0, direct_B_per_ns=4.0, direct_latency_ns=30_000.0, copy_B_per_ns=40.0)
+
+
+def test_a_cold_buffered_load_reads_the_file_from_flash() -> None:
+    phase = load_phase(3_000_000_000, "page-cache", "cold", RATES)
+    assert (phase.flash_B, phase.ns) == (3_000_000_000, 1.5e9)      # 3 GB at 2 GB/s
+
+
+def test_a_warm_buffered_load_only_copies_out_of_the_page_cache() -> None:
+    phase = load_phase(3_000_000_000, "page-cache", "warm", RATES)
+    assert (phase.flash_B, phase.ns) == (0, 7.5e7)                  # 3 GB at 40 GB/s
+
+
+def test_a_direct_load_bypasses_the_page_cache() -> None:
+    cold, warm = (load_phase(1_000_000_000, "direct", cache, RATES) for cache in ("cold", "warm"))
+    assert cold == warm and cold.flash_B == 1_000_000_000
+    assert cold.ns == 30_000.0 + 2.5e8                               # one request latency + 1 GB at 4 GB/s
+
+
+def test_nothing_to_load_costs_nothing() -> None:
+    assert load_phase(0, "page-cache", "cold", RATES).ns == 0.0
+    with pytest.raises(ValueError, match="loaded_B must be >= 0"):
+        load_phase(-1, "direct", "cold", RATES)
+    with pytest.raises(ValueError, match="buffered_B_per_ns must be > 0"):
+        LoadRates(buffered_B_per_ns=0.0, direct_B_per_ns=4.0, direct_latency_ns=0.0, copy_B_per_ns=40.0)
+
+
+def test_load_rates_come_from_the_profile_with_their_ends(tiny_profile) -> None:  # type: ignore[no-untyped-def]
+    rt = tiny_profile.runtime
+    nominal, slow, fast = (load_rates(tiny_profile, end) for end in ("nominal", "slow", "fast"))
+    assert nominal.buffered_B_per_ns == rt.buffered_read_bw_GBps
+    assert (slow.buffered_B_per_ns, fast.buffered_B_per_ns) == (rt.buffered_read_bw_low_GBps,
+                                                                rt.buffered_read_bw_high_GBps)
+    assert slow.direct_B_per_ns < nominal.direct_B_per_ns < fast.direct_B_per_ns
+    assert nominal.copy_B_per_ns == tiny_profile.memory.peak_bw_GBps / 2
+
+
+def test_a_page_cache_read_never_beats_the_flash(tiny_profile) -> None:  # type: ignore[no-untyped-def]
+    slow_flash = override_profile(tiny_profile, {"ufs.peak_read_bw_GBps": 1.5, "ufs.effective_read_bw_GBps": 1.4,
+                                                 "ufs.random_read_bw_512KiB_GBps": 1.2})
+    assert load_rates(slow_flash, "fast").buffered_B_per_ns == 1.5
+
+
+def test_each_policy_loads_its_resident_weights_by_its_runtimes_path() -> None:
+    olmoe = load_model("olmoe-1b-7b")
+    every, non_expert = olmoe.total_weight_bytes("q4_0"), olmoe.resident_non_expert_bytes("q4_0")
+    expected = {"estream": ("direct", non_expert), "resident": ("page-cache", every),
+                "naive": ("direct", non_expert), "layer-b2": ("direct", non_expert),
+                "cpu": ("page-cache", every), "mmap": ("page-cache", non_expert)}
+    assert set(expected) == set(POLICY_NAMES)
+    for kind, (path, loaded) in expected.items():
+        floor = plan_floor(kind, olmoe)
+        assert (floor.load_path, floor.resident_weights_B) == (path, loaded), kind
+
+
+def test_a_profile_without_the_buffered_rate_prices_no_load_unless_counted(tiny_profile) -> None:  # type: ignore[no-untyped-def]
+    bare = tiny_profile.model_copy(update={"runtime": tiny_profile.runtime.model_copy(
+        update={"buffered_read_bw_GBps": None, "buffered_read_bw_low_GBps": None, "buffered_read_bw_high_GBps": None,
+                "provenance": {"page_KiB": "spec: x", "readahead_KiB": "spec: x"}})})
+    assert price_load(10, "page-cache", "cold", False, bare).phase is None
+    with pytest.raises(NotFittedError):
+        price_load(10, "page-cache", "cold", True, bare)
+
+
+@pytest.fixture(scope="module")
+def olmoe():  # type: ignore[no-untyped-def]
+    return load_model("olmoe-1b-7b")
+
+
+def _routing(model, tokens: int) -> np.ndarray:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(0)
+    e, k = model.moe.num_routed_experts, model.moe.top_k
+    return np.argsort(rng.random((tokens, model.num_moe_layers, e)), axis=2)[:, :, :k].astype(np.int16)
+
+
+def _run(profile, model, policy, tokens=128, budget=None, **protocol):  # type: ignore[no-untyped-def]
+    run = PrefillRun(model=model.name, device=profile.name, tokens=tokens, policy=policy, memory_budget_GiB=budget,
+                     **protocol)
+    return simulate_routing(run, model, profile, _routing(model, tokens)).metrics
+
+
+def test_the_default_protocol_is_a_dropped_cache_timed_from_the_request(tiny_profile, olmoe) -> None:  # type: ignore[no-untyped-def]
+    m = _run(tiny_profile, olmoe, CPUPolicy())
+    assert (m.config.page_cache, m.config.ttft_from) == ("cold", "request")
+    assert m.load_io_bytes == olmoe.total_weight_bytes("q4_0") and m.load_path == "page-cache"
+    assert m.load_s == pytest.approx(olmoe.total_weight_bytes("q4_0") / 2.0e9)   # the profile's 2 GB/s
+    assert m.ttft_s < m.load_s                                  # loaded before the request: not counted
+
+
+@pytest.mark.parametrize("policy", [CPUPolicy(), ResidentPolicy(), EStreamPolicy(group_size=16, banks=2)])
+def test_launch_adds_the_load_in_series(tiny_profile, olmoe, policy) -> None:  # type: ignore[no-untyped-def]
+    request = _run(tiny_profile, olmoe, policy)
+    launch = _run(tiny_profile, olmoe, policy, ttft_from="launch")
+    assert launch.ttft_s == pytest.approx(request.ttft_s + request.load_s, rel=1e-12)
+    assert launch.ttft_s_interval is not None and request.ttft_s_interval is not None and request.load_s_interval
+    assert launch.ttft_s_interval[0] == pytest.approx(request.ttft_s_interval[0] + request.load_s_interval[0])
+    assert launch.ttft_s_interval[1] == pytest.approx(request.ttft_s_interval[1] + request.load_s_interval[1])
+    assert launch.energy_j is not None and request.energy_j is not None and launch.energy_j > request.energy_j
+    assert launch.bubble_share == request.bubble_share and launch.io_bytes == request.io_bytes
+
+
+def test_a_warm_cache_spares_the_buffered_loads_not_the_direct_ones(tiny_profile, olmoe) -> None:  # type: ignore[no-untyped-def]
+    for policy, flash_when_warm in ((CPUPolicy(), 0), (EStreamPolicy(group_size=16, banks=2), None)):
+        cold = _run(tiny_profile, olmoe, policy, ttft_from="launch")
+        warm = _run(tiny_profile, olmoe, policy, ttft_from="launch", page_cache="warm")
+        if flash_when_warm == 0:
+            assert warm.load_io_bytes == 0 and warm.load_s < cold.load_s / 10
+        else:    # O_DIRECT: the same flash reads, the same time, cold or warm
+            assert warm.load_io_bytes == cold.load_io_bytes > 0 and warm.ttft_s == cold.ttft_s
+
+
+def test_warm_mmap_starts_with_what_the_previous_run_left(tiny_profile, olmoe) -> None:  # type: ignore[no-untyped-def]
+    cold = _run(tiny_profile, olmoe, MmapPolicy(ubatch_tokens=64))
+    warm = _run(tiny_profile, olmoe, MmapPolicy(ubatch_tokens=64), page_cache="warm")
+    assert cold.page_faults and cold.page_faults > 0
+    assert (warm.page_faults, warm.io_bytes) == (0, 0)          # no budget: every touched expert stayed cached
+    assert warm.ttft_s < cold.ttft_s
+    tight = cold.peak_memory_GiB * 0.6
+    cold_t = _run(tiny_profile, olmoe, MmapPolicy(ubatch_tokens=64), budget=tight)
+    warm_t = _run(tiny_profile, olmoe, MmapPolicy(ubatch_tokens=64), budget=tight, page_cache="warm")
+    assert cold_t.page_faults is not None and warm_t.page_faults is not None
+    # the cache holds the previous run's last layers, which this run's first layers evict before it
+    # reaches them: an LRU under a cyclic scan larger than itself gains (almost) nothing from warmth
+    assert 0 < warm_t.page_faults <= cold_t.page_faults
+    assert warm_t.peak_memory_GiB <= tight + 1e-9
+
+
+def test_the_warm_cache_is_the_lru_end_state(tiny_profile, olmoe) -> None:  # type: ignore[no-untyped-def]
+    routing = _routing(olmoe, 1)               # one token: 16 layers x 8 experts, touched layer by layer
+    counts = np.zeros((olmoe.num_moe_layers, olmoe.moe.num_routed_experts), dtype=np.int64)
+    plan = plan_prefill(MmapPolicy(), olmoe, tiny_profile, counts)
+    w = olmoe.expert_bytes("q4_0")
+    cache = warm_cache(olmoe, plan, routing, capacity_B=8 * w)
+    assert list(cache.lru) == [(15, int(e)) for e in sorted(routing[0, 15])]   # the last layer's 8, in id order
+    assert cache.used_B == 8 * w and not cache.evicted                           # a previous run's reclaims forgotten
+    assert len(warm_cache(olmoe, plan, routing, capacity_B=None).lru) == 16 * 8
+
+
+def test_the_cli_states_the_protocol(run_cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    res = run_cli("prefill", "--tokens", "32", "--policy", "cpu", "--quiet", "--json", "--warm", "--ttft-from",
+                  "launch")
+    assert res.code == 0, res.err
+    m = json.loads(res.out)
+    assert (m["config"]["page_cache"], m["config"]["ttft_from"]) == ("warm", "launch")
+    assert (m["config"]["run"]["page_cache"], m["load_io_bytes"]) == ("warm", 0)
+    text = run_cli("prefill", "--tokens", "32", "--policy", "cpu", "--quiet").out
+    assert "protocol: page cache dropped, TTFT from the request; load " in text and "not counted" in text
+    rows = json.loads(run_cli("compare", "--tokens", "32", "--policies", "estream,cpu", "--quiet", "--json",
+                              "--ttft-from", "launch").out)
+    assert rows["ttft_from"] == "launch" and rows["page_cache"] == "cold"
+    cpu = next(r for r in rows["rows"] if r["policy"] == "cpu")
+    assert cpu["bound"].startswith("load (") and cpu["ttft_s"] > cpu["load_s"] > 0

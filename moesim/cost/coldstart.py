@@ -103,7 +103,7 @@ def load_rates(p: MobileNPUProfile, end: Literal["nominal", "slow", "fast"] = "n
     elif end == "fast":
         buffered, ratio = rt.buffered_read_bw_high_GBps or buffered, (p.ufs.read_bw_high_GBps or r) / r
     return LoadRates(buffered_B_per_ns=min(buffered, p.ufs.peak_read_bw_GBps),
-                     direct_B_per_ns=direct.B_per_ns * ratio,
+                     direct_B_per_ns=min(direct.B_per_ns * ratio, p.ufs.peak_read_bw_GBps),
                      direct_latency_ns=direct.latency_ns, copy_B_per_ns=p.memory.peak_bw_GBps / 2)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from moesim.config.catalog import load_model
 from moesim.config.prefill import POLICY_NAMES, CPUPolicy, EStreamPolicy, MmapPolicy, PrefillRun, ResidentPolicy
-from moesim.config.profiles import override_profile
+from moesim.config.profiles import load_profile, override_profile
 from moesim.cost.coldstart import LoadRates, load_phase, load_rates, price_load
 from moesim.errors import NotFittedError
 from moesim.policies.prefill.plan import plan_floor, plan_prefill
@@ -47,8 +47,12 @@ def test_load_rates_come_from_the_profile_with_their_ends(tiny_profile) -> None:
     assert nominal.buffered_B_per_ns == rt.buffered_read_bw_GBps
     assert (slow.buffered_B_per_ns, fast.buffered_B_per_ns) == (rt.buffered_read_bw_low_GBps,
                                                                 rt.buffered_read_bw_high_GBps)
-    assert slow.direct_B_per_ns < nominal.direct_B_per_ns < fast.direct_B_per_ns
+    # the test profile's R (4.0 GB/s) is the top of the measured range: its fast end is R itself
+    assert slow.direct_B_per_ns < nominal.direct_B_per_ns <= fast.direct_B_per_ns
     assert nominal.copy_B_per_ns == tiny_profile.memory.peak_bw_GBps / 2
+    bundled = load_profile("sd8-elite-gen5")
+    low, mid, high = (load_rates(bundled, end).direct_B_per_ns for end in ("slow", "nominal", "fast"))
+    assert low < mid < high <= bundled.ufs.peak_read_bw_GBps
 
 
 def test_a_page_cache_read_never_beats_the_flash(tiny_profile) -> None:  # type: ignore[no-untyped-def]

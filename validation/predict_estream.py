@@ -83,6 +83,35 @@ def _energy_ratios(rows: list[dict[str, object]]) -> list[str]:
     return out
 
 
+#: the protocol table's lengths: short, medium, the paper's longest
+PROTOCOL_TOKENS = [16, 256, 4096]
+
+
+def _protocol() -> list[str]:
+    """TTFT under each measurement protocol (docs/background/prefill-model.md, 'The measurement
+    protocol'): from the request (the default; the load not counted) with a cold and a warm page
+    cache, and from the process launch (the load counted) cold and warm."""
+    kinds = [p.kind for p in POLICIES]
+    out = ["", "## TTFT by measurement protocol (s): request cold / request warm / launch cold / launch warm", "",
+           "| model | tokens | " + " | ".join(kinds) + " |", "|---|---|" + "---|" * len(kinds)]
+    for model in MODELS:
+        for n in PROTOCOL_TOKENS:
+            cells = []
+            for policy in POLICIES:
+                times = []
+                for ttft_from in ("request", "launch"):
+                    for cache in ("cold", "warm"):
+                        run = PrefillRun(model=model, tokens=n, policy=policy, page_cache=cache,  # type: ignore[arg-type]
+                                         ttft_from=ttft_from)  # type: ignore[arg-type]
+                        try:
+                            times.append(f"{simulate_prefill(run).metrics.ttft_s:.3f}")
+                        except MoesimError:
+                            times.append("-")
+                cells.append(" / ".join(times))
+            out.append(f"| {model} | {n} | " + " | ".join(cells) + " |")
+    return out
+
+
 def _short_prompts(rows: list[dict[str, object]]) -> list[str]:
     """Which of the CPU runtime and EStream is faster at each length (the paper: the CPU wins only
     on the shortest requests, tens of tokens; from about 60-80 tokens EStream is as fast or faster)."""
@@ -145,6 +174,7 @@ def main() -> int:
                      f"{r['tokens_per_j']:.0f} | "
                      f"{r['bubble_share']:.3f} | {r['bound']} | {src} |")
     lines += _short_prompts(rows)
+    lines += _protocol()
     lines += _interval_widths(rows)
     lines += _energy_ratios(rows)
     write_text_atomic("\n".join(lines) + "\n", HERE / "estream_predictions.md")

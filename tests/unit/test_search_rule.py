@@ -1,0 +1,53 @@
+"""The auto-configurator's choice among near-ties (moesim.policies.prefill.search): the
+largest arena within the tie tolerance of the fastest, then the faster, fewer reads in
+flight, smaller groups."""
+
+from __future__ import annotations
+
+import pytest
+
+from moesim.policies.prefill.search import TIE_TOLERANCE, StreamSetting, near_tie_choice, tie_limit_ns
+
+W = 1000          # bytes per expert in these literal cases
+
+
+def _arena(c: StreamSetting) -> int:
+    return c.banks * c.group_size * W
+
+
+SMALL, BIG, BIGGEST = StreamSetting(1, 4, 2), StreamSetting(4, 4, 2), StreamSetting(8, 4, 2)
+
+
+def test_the_tolerance_is_the_measured_run_to_run_spread() -> None:
+    assert TIE_TOLERANCE == 0.005                            # median sd / mean of PR #23368's 22 llama-bench rows
+    assert tie_limit_ns(1_000_000_000) == 1_005_000_000
+    assert tie_limit_ns(1_000_000_000, 0.0) == 1_000_000_000
+
+
+def test_a_near_tie_goes_to_the_larger_arena() -> None:
+    # BIG is 0.4% slower than SMALL: a near-tie at 0.5%, so its 4x arena wins; BIGGEST is 0.6% slower: out
+    ttft = {SMALL: 1_000_000_000, BIG: 1_004_000_000, BIGGEST: 1_006_000_000}
+    assert near_tie_choice(ttft, _arena) == BIG
+    assert near_tie_choice(ttft, _arena, 0.01) == BIGGEST
+    assert near_tie_choice(ttft, _arena, 0.0) == SMALL       # no tolerance: the fastest alone
+
+
+def test_an_exact_tie_goes_to_the_larger_arena_even_without_tolerance() -> None:
+    ttft = {SMALL: 5, BIG: 5, BIGGEST: 6}
+    assert near_tie_choice(ttft, _arena, 0.0) == BIG
+
+
+def test_a_tolerance_outside_0_1_is_refused() -> None:
+    from moesim.errors import InputError
+    from moesim.policies.prefill.search import StoredProfile, select
+
+    for bad in (-0.01, 1.0):
+        with pytest.raises(InputError, match=r"tolerance must be in \[0, 1\)"):
+            select(StoredProfile.__new__(StoredProfile), None, tolerance=bad)
+
+
+def test_then_the_faster_then_fewer_reads_then_smaller_groups() -> None:
+    same_arena = [StreamSetting(2, 4, 2), StreamSetting(4, 2, 2), StreamSetting(2, 4, 1)]   # 8 experts each
+    assert near_tie_choice(dict(zip(same_arena, [100, 101, 100])), _arena) == StreamSetting(2, 4, 1)
+    assert near_tie_choice(dict(zip(same_arena, [101, 100, 102])), _arena) == StreamSetting(4, 2, 2)
+    assert near_tie_choice({StreamSetting(2, 4, 2): 100, StreamSetting(4, 2, 2): 100}, _arena) == StreamSetting(2, 4, 2)

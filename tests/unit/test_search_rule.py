@@ -1,12 +1,16 @@
 """The auto-configurator's choice among near-ties (moesim.policies.prefill.search): the
 largest arena within the tie tolerance of the fastest, then the faster, fewer reads in
-flight, smaller groups."""
+flight, smaller groups; and the queue depth held at the profile's default."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from moesim.config.catalog import load_model
+from moesim.config.prefill import EStreamPolicy, PrefillRun
 from moesim.policies.prefill.search import TIE_TOLERANCE, StreamSetting, near_tie_choice, tie_limit_ns
+from moesim.simulate.prefill import simulate_routing
 
 W = 1000          # bytes per expert in these literal cases
 
@@ -51,3 +55,19 @@ def test_then_the_faster_then_fewer_reads_then_smaller_groups() -> None:
     assert near_tie_choice(dict(zip(same_arena, [100, 101, 100])), _arena) == StreamSetting(2, 4, 1)
     assert near_tie_choice(dict(zip(same_arena, [101, 100, 102])), _arena) == StreamSetting(4, 2, 2)
     assert near_tie_choice({StreamSetting(2, 4, 2): 100, StreamSetting(4, 2, 2): 100}, _arena) == StreamSetting(2, 4, 2)
+
+
+@pytest.mark.parametrize("given", [None, 3])
+def test_prefill_holds_the_profiles_queue_depth(tiny_profile, given) -> None:  # type: ignore[no-untyped-def]
+    """Without --queue-depth the auto-configured run uses ufs.default_queue_depth_count (2: EStream
+    fixes Q = 2), not a searched depth; a given depth is kept."""
+    assert tiny_profile.ufs.default_queue_depth_count == 2
+    olmoe = load_model("olmoe-1b-7b")
+    rng = np.random.default_rng(0)
+    for tokens in (64, 1024):
+        routing = np.argsort(rng.random((tokens, olmoe.num_moe_layers, 64)), axis=2)[:, :, :8].astype(np.int16)
+        run = PrefillRun(model=olmoe.name, device=tiny_profile.name, tokens=tokens,
+                         policy=EStreamPolicy(queue_depth=given))
+        res = simulate_routing(run, olmoe, tiny_profile, routing).to_dict()
+        assert res["config"]["autoconfigured"] is True
+        assert res["config"]["queue_depth"] == (given or 2)

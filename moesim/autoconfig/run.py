@@ -137,5 +137,5 @@ def exhaustive(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non-ff
     t0 = time.perf_counter()
     configs = list(space(case.profile, arena_budget(case, budget_GiB), queue_depth_of(case, queue_depth)))
     results = {cfg: simulate_config(case, cfg, gate) for cfg in (progress(configs) if progress else configs)}
-    best = near_tie_choice(results, case.profile.arena_B)
+    best = near_tie_choice(results, case.profile.held_experts)
     return Exhaustive(best, results[best], min(results.values()), len(results), time.perf_counter() - t0, results)

@@ -123,7 +123,7 @@ def test_search_finds_the_exhaustive_choice(tiny_profile: MobileNPUProfile, case
     every = {c: evaluate(prof.inputs[c.group_size], c.banks, c.queue_depth, gate)
              for c in space(prof, budget, queue_depth)}
     assert choice.fastest_ttft_ns == min(every.values())                   # the space's exact minimum found
-    assert choice.config == near_tie_choice(every, prof.arena_B, tolerance)  # and the rule's choice over all of it
+    assert choice.config == near_tie_choice(every, prof.held_experts, tolerance)  # and the rule's choice over all of it
     assert choice.ttft_ns == every[choice.config] <= tie_limit_ns(choice.fastest_ttft_ns, tolerance)
     assert _des(tiny_profile, model, routing, {"group_size": choice.config.group_size, "banks": choice.config.banks,
                                                "queue_depth": choice.config.queue_depth,

@@ -1,6 +1,7 @@
 """The auto-configurator's choice among near-ties (moesim.policies.prefill.search): the
 largest arena within the tie tolerance of the fastest, then the faster, fewer reads in
-flight, smaller groups; and the queue depth held at the profile's default."""
+flight, smaller groups (the arena counted in the experts its banks hold); and the queue depth
+held at the profile's default."""
 
 from __future__ import annotations
 
@@ -9,14 +10,24 @@ import pytest
 
 from moesim.config.catalog import load_model
 from moesim.config.prefill import EStreamPolicy, PrefillRun
-from moesim.policies.prefill.search import TIE_TOLERANCE, StreamSetting, near_tie_choice, tie_limit_ns
-from moesim.simulate.prefill import simulate_routing
-
-W = 1000          # bytes per expert in these literal cases
+from moesim.cost.params import npu_backend, ufs_params
+from moesim.cost.pipeline import service_times
+from moesim.errors import InputError
+from moesim.policies.prefill.search import (
+    TIE_TOLERANCE,
+    StoredProfile,
+    StreamSetting,
+    build_profile,
+    near_tie_choice,
+    select,
+    tie_limit_ns,
+)
+from moesim.simulate.prefill import routing_counts, simulate_routing
 
 
 def _arena(c: StreamSetting) -> int:
-    return c.banks * c.group_size * W
+    """Experts the banks hold (a model with many experts per layer)."""
+    return c.banks * c.group_size
 
 
 SMALL, BIG, BIGGEST = StreamSetting(1, 4, 2), StreamSetting(4, 4, 2), StreamSetting(8, 4, 2)
@@ -41,10 +52,19 @@ def test_an_exact_tie_goes_to_the_larger_arena_even_without_tolerance() -> None:
     assert near_tie_choice(ttft, _arena, 0.0) == BIG
 
 
-def test_a_tolerance_outside_0_1_is_refused() -> None:
-    from moesim.errors import InputError
-    from moesim.policies.prefill.search import StoredProfile, select
+def test_partial_group_slots_hold_no_expert(tiny_profile) -> None:  # type: ignore[no-untyped-def]
+    """64 experts: 22 banks of 3 hold 64 (the last group has 1), not 66; G = E banks hold whole layers."""
+    olmoe = load_model("olmoe-1b-7b")
+    routing = np.tile(np.arange(8, dtype=np.int16), (4, olmoe.num_moe_layers, 1))
+    st = service_times(olmoe, npu_backend(tiny_profile), ufs_params(tiny_profile), routing_counts(routing, 64), 4)
+    prof = build_profile(st, [1, 3, 64])
+    assert prof.held_experts(StreamSetting(3, 22, 2)) == 64 == prof.held_experts(StreamSetting(1, 64, 2))
+    assert prof.held_experts(StreamSetting(3, 21, 2)) == 63
+    assert prof.held_experts(StreamSetting(64, 2, 2)) == 128
+    assert prof.arena_B(StreamSetting(3, 22, 2)) == 66 * st.expert_B         # the memory still counts every slot
 
+
+def test_a_tolerance_outside_0_1_is_refused() -> None:
     for bad in (-0.01, 1.0):
         with pytest.raises(InputError, match=r"tolerance must be in \[0, 1\)"):
             select(StoredProfile.__new__(StoredProfile), None, tolerance=bad)

@@ -6,13 +6,18 @@ beyond one layer's groups are never used), Q in 1..min(8, B) (a read holds a ban
 than B slots never bind), or one fixed Q; each (G, B) must fit the arena the budget leaves.
 
 The choice (:func:`near_tie_choice`): among the configurations whose predicted TTFT is within
-:data:`TIE_TOLERANCE` of the fastest (the near-ties), the largest arena; then the faster;
-then fewer reads in flight; then smaller groups.
+:data:`TIE_TOLERANCE` of the fastest (the near-ties), the largest arena, counted in the
+experts its banks can hold (:meth:`StoredProfile.held_experts`: a bank's slots beyond the
+last, partial group of a layer hold nothing); then the faster; then fewer reads in flight;
+then smaller groups.
 
 Search: group sizes are visited in increasing order of their lower bound
 (moesim.cost.maxplus.lower_bound: I/O-only, or the compute chain with each layer's first
 read exposed as the prefetch point forces) and the walk stops once a bound exceeds the
-fastest TTFT found plus the tolerance.
+fastest TTFT found plus the tolerance. Once a group size's bound reaches the fastest TTFT,
+no later one can be faster, so the near-tie limit is final: a group size whose largest
+arena cannot beat the choice so far is skipped, and the others are scanned from their
+largest B down to the first that is a near-tie.
 For a group size whose routing leaves every group active (or a prefetch point that only
 reads active groups), TTFT cannot increase with B or Q (the recurrence is monotone in its
 constraints), so the largest fitting B is that G's largest arena and its fastest; a binary
@@ -71,6 +76,13 @@ class StoredProfile:
     def arena_B(self, cfg: StreamSetting) -> int:
         return cfg.banks * cfg.group_size * self.st.expert_B
 
+    def held_experts(self, cfg: StreamSetting) -> int:
+        """Experts the arena's banks can hold at once: B x G, except that B consecutive groups
+        of one layer (B <= ceil(E/G)) hold at most its E experts when G < E (the last group is
+        partial); with G = E every bank holds a whole layer."""
+        held = cfg.banks * cfg.group_size
+        return held if cfg.group_size >= self.experts else min(held, self.experts)
+
 
 def build_profile(st: ServiceTimes, group_sizes: list[int] | None = None) -> StoredProfile:
     """Evaluator inputs and lower bounds for every group size (or only ``group_sizes``)."""
@@ -112,14 +124,19 @@ def tie_limit_ns(fastest_ns: int, tolerance: float = TIE_TOLERANCE) -> int:
     return fastest_ns + int(fastest_ns * tolerance)
 
 
-def near_tie_choice(ttft_ns: Mapping[StreamSetting, int], arena_B: Callable[[StreamSetting], int],
+def _rank(ttft_ns: Mapping[StreamSetting, int], held: Callable[[StreamSetting], int],
+          c: StreamSetting) -> tuple[int, int, int, int]:
+    return (-held(c), ttft_ns[c], c.queue_depth, c.group_size)
+
+
+def near_tie_choice(ttft_ns: Mapping[StreamSetting, int], held: Callable[[StreamSetting], int],
                     tolerance: float = TIE_TOLERANCE) -> StreamSetting:
     """The rule of the auto-configurator over evaluated configurations: among those within
-    ``tolerance`` of the fastest, the largest arena, then the faster, then fewer reads in
-    flight, then smaller groups. ``tolerance = 0`` keeps only the fastest (ties to the larger arena)."""
+    ``tolerance`` of the fastest, the largest arena (``held``: experts its banks hold), then the
+    faster, then fewer reads in flight, then smaller groups. ``tolerance = 0`` keeps only the
+    fastest (ties to the larger arena)."""
     limit = tie_limit_ns(min(ttft_ns.values()), tolerance)
-    return min((c for c, t in ttft_ns.items() if t <= limit),
-               key=lambda c: (-arena_B(c), ttft_ns[c], c.queue_depth, c.group_size))
+    return min((c for c, t in ttft_ns.items() if t <= limit), key=lambda c: _rank(ttft_ns, held, c))
 
 
 @dataclass
@@ -131,13 +148,21 @@ class Choice:
     fastest_ttft_ns: int            # the fastest predicted TTFT of the space (the choice is within the tolerance)
     evaluated: int
     selection_ms: float
-    per_group_size: dict[int, tuple[StreamSetting, int]] = field(default_factory=dict)   # runner-up curve
+    per_group_size: dict[int, tuple[StreamSetting, int]] = field(default_factory=dict)   # fastest evaluated per G
 
 
-def _evaluate_g(profile: StoredProfile, g: int, b_fit: int, gate: Prefetch,
-                queue_depth: int | None) -> tuple[dict[StreamSetting, int], int]:
-    """The configurations of group size ``g`` the rule can choose, with their TTFT, and the
-    number of evaluations."""
+@dataclass(frozen=True)
+class _Floor:
+    """Once the near-tie limit is final: the limit and the arena a group size must reach."""
+
+    limit_ns: int
+    held: int
+
+
+def _evaluate_g(profile: StoredProfile, g: int, b_fit: int, gate: Prefetch, queue_depth: int | None,
+                floor: _Floor | None) -> tuple[dict[StreamSetting, int], int]:
+    """Configurations of group size ``g`` the rule can choose, with their TTFT, and the number
+    of evaluations; with ``floor``, only from the largest B down to the first near-tie."""
     inp = profile.inputs[g]
     if profile.monotone[g] or gate != "non-ffn":       # the largest B is the largest arena and the fastest
         if queue_depth is not None:
@@ -152,8 +177,14 @@ def _evaluate_g(profile: StoredProfile, g: int, b_fit: int, gate: Prefetch,
             else:
                 q_lo = mid + 1
         return {StreamSetting(g, b_fit, q_lo): top}, evals
-    out = {StreamSetting(g, b, q): evaluate(inp, b, q, gate)
-           for b in range(2, b_fit + 1) for q in _depths(b, queue_depth)}
+    out: dict[StreamSetting, int] = {}
+    for b in range(b_fit, 1, -1):
+        cfgs = [StreamSetting(g, b, q) for q in _depths(b, queue_depth)]
+        if floor is not None and profile.held_experts(cfgs[0]) < floor.held:
+            break                           # smaller B hold fewer experts: none can win
+        out.update((c, evaluate(inp, c.banks, c.queue_depth, gate)) for c in cfgs)
+        if floor is not None and any(out[c] <= floor.limit_ns for c in cfgs):
+            break                           # the largest arena of this G that is a near-tie
     return out, len(out)
 
 
@@ -179,17 +210,25 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = 
             b_fit = min(b_fit, arena_budget_B // (g * profile.st.expert_B))
         if b_fit < 2:
             continue
-        if fastest is not None and profile.lower_ns[(g, gate)] > tie_limit_ns(fastest, tolerance):
+        bound = profile.lower_ns[(g, gate)]
+        if fastest is not None and bound > tie_limit_ns(fastest, tolerance):
             break
-        mine, n = _evaluate_g(profile, g, b_fit, gate, queue_depth)
+        floor = None
+        if fastest is not None and bound >= fastest:     # no later G is faster: the limit is final
+            lead = near_tie_choice(found, profile.held_experts, tolerance)
+            floor = _Floor(tie_limit_ns(fastest, tolerance), profile.held_experts(lead))
+            top = profile.held_experts(StreamSetting(g, b_fit, 1))
+            if top < floor.held or (top == floor.held and bound > found[lead]):
+                continue                                 # even its largest arena loses to the lead
+        mine, n = _evaluate_g(profile, g, b_fit, gate, queue_depth, floor)
         evaluated += n
         found.update(mine)
-        own = near_tie_choice(mine, profile.arena_B, tolerance)
+        own = min(mine, key=lambda c: (mine[c], -profile.held_experts(c), c.queue_depth))
         curve[g] = (own, mine[own])
-        fastest = min(mine.values()) if fastest is None else min(fastest, *mine.values())
+        fastest = mine[own] if fastest is None else min(fastest, mine[own])
     if fastest is None:
         return None
-    cfg = near_tie_choice(found, profile.arena_B, tolerance)
+    cfg = near_tie_choice(found, profile.held_experts, tolerance)
     return Choice(cfg, found[cfg], fastest, evaluated, (time.perf_counter() - t0) * 1e3, curve)
 
 
@@ -206,5 +245,5 @@ def _select_fixed(profile: StoredProfile, arena_budget_B: int | None, gate: Pref
                 found[StreamSetting(g, b, q)] = evaluate(profile.inputs[g], b, q, gate)
     if not found:
         return None
-    cfg = near_tie_choice(found, profile.arena_B, tolerance)
+    cfg = near_tie_choice(found, profile.held_experts, tolerance)
     return Choice(cfg, found[cfg], min(found.values()), len(found), (time.perf_counter() - t0) * 1e3)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -23,13 +24,25 @@ from moesim.cost.memory import MemoryBreakdown, arena_refusal
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
 from moesim.limits import check_prompt_tokens
-from moesim.policies.prefill.search import Choice, StoredProfile, StreamSetting, build_profile, select, space
+from moesim.policies.prefill.search import (
+    Choice,
+    StoredProfile,
+    StreamSetting,
+    build_profile,
+    near_tie_choice,
+    select,
+    space,
+)
 from moesim.simulate.prefill import base_memory, routing_counts, simulate_routing
 from moesim.traces.provenance import PromptProvenance
 from moesim.traces.sources import prompt_routing
 from moesim.units import GiB
 
-__all__ = ["AutoconfigCase", "prepare", "autoconfigure", "exhaustive", "arena_budget"]
+__all__ = ["AutoconfigCase", "QueueDepth", "prepare", "autoconfigure", "exhaustive", "arena_budget", "queue_depth_of"]
+
+#: Q of a selection: a depth to hold, "profile" for the device's ``ufs.default_queue_depth_count``
+#: (EStream fixes Q = 2: the phone profile's default), or "search" for 1..8
+QueueDepth = int | Literal["profile", "search"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,8 +97,16 @@ def arena_budget(case: AutoconfigCase, budget_GiB: float) -> int:
     return limit
 
 
-def autoconfigure(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non-ffn") -> Choice:
-    choice = select(case.profile, arena_budget(case, budget_GiB), gate)
+def queue_depth_of(case: AutoconfigCase, queue_depth: QueueDepth) -> int | None:
+    """The depth to hold (None: searched)."""
+    if queue_depth == "profile":
+        return case.device.ufs.default_queue_depth_count
+    return None if queue_depth == "search" else queue_depth
+
+
+def autoconfigure(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non-ffn",
+                  queue_depth: QueueDepth = "profile") -> Choice:
+    choice = select(case.profile, arena_budget(case, budget_GiB), gate, queue_depth=queue_depth_of(case, queue_depth))
     assert choice is not None, "arena_budget guarantees the smallest configuration fits"
     return choice
 
@@ -100,20 +121,23 @@ def simulate_config(case: AutoconfigCase, cfg: StreamSetting, gate: Prefetch, bu
 
 @dataclass(frozen=True, kw_only=True)
 class Exhaustive:
-    best: StreamSetting
+    best: StreamSetting          # the auto-configurator's rule applied to the simulated sweep
     best_ttft_ns: int
+    fastest_ttft_ns: int         # the fastest simulated TTFT (the regret's reference)
     configs: int
     wall_s: float
     ttft_ns: dict[StreamSetting, int]
 
 
 def exhaustive(case: AutoconfigCase, budget_GiB: float, gate: Prefetch = "non-ffn",
-               progress: Callable[[list[StreamSetting]], Iterable[StreamSetting]] | None = None) -> Exhaustive:
-    """The discrete-event simulation of every configuration in the space that fits
-    (``progress`` wraps the list of configurations, e.g. to draw a bar)."""
+               progress: Callable[[list[StreamSetting]], Iterable[StreamSetting]] | None = None,
+               queue_depth: QueueDepth = "profile") -> Exhaustive:
+    """The discrete-event simulation of every configuration in the space that fits, and the
+    choice the same rule makes from it (``progress`` wraps the list of configurations, e.g. to
+    draw a bar)."""
     t0 = time.perf_counter()
-    configs = list(space(case.profile, arena_budget(case, budget_GiB)))
+    configs = list(space(case.profile, arena_budget(case, budget_GiB), queue_depth_of(case, queue_depth)))
     results = {cfg: simulate_config(case, cfg, gate) for cfg in (progress(configs) if progress else configs)}
-    best = min(results, key=lambda c: (results[c], case.profile.arena_B(c), c.queue_depth, c.group_size))
-    return Exhaustive(best=best, best_ttft_ns=results[best], configs=len(results), wall_s=time.perf_counter() - t0,
-                      ttft_ns=results)
+    best = near_tie_choice(results, case.profile.held_experts)
+    return Exhaustive(best=best, best_ttft_ns=results[best], fastest_ttft_ns=min(results.values()),
+                      configs=len(results), wall_s=time.perf_counter() - t0, ttft_ns=results)

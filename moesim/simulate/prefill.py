@@ -299,7 +299,7 @@ def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUPro
         limit = min(limit, arena_budget)
     st = service_times(model, npu_backend(device), ufs_params(device), counts, n_tokens)
     profile = build_profile(st, [policy.group_size] if policy.group_size else None)
-    q = policy.queue_depth
+    q = policy.queue_depth or device.ufs.default_queue_depth_count     # EStream fixes Q = 2 (the profile's default)
     choice = select(profile, limit, policy.prefetch, group_size=policy.group_size, banks=policy.banks, queue_depth=q)
     if choice is None:
         raise arena_refusal(base, model=model.name, device=device.name, tokens=n_tokens,
@@ -308,7 +308,7 @@ def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUPro
                             group_size=policy.group_size, banks=policy.banks, overridden=overridden)
     cfg = choice.config
     chosen = policy.model_copy(update={"group_size": cfg.group_size, "banks": cfg.banks,
-                                       "queue_depth": q if q is not None else cfg.queue_depth})
+                                       "queue_depth": q})
     return chosen, choice
 
 

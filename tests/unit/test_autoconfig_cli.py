@@ -5,6 +5,7 @@ import json
 import pytest
 
 from moesim.config.catalog import load_model
+from moesim.policies.prefill.search import TIE_TOLERANCE
 from moesim.units import GiB
 
 
@@ -26,9 +27,28 @@ def test_verify_on_a_small_space(run_cli) -> None:  # type: ignore[no-untyped-de
         assert key in out
     assert set(out["config"]) >= {"group_size", "banks", "queue_depth"}
     assert out["peak_memory_GiB"] <= budget + 1e-9
-    assert out["regret"] == 0.0 and out["chosen_des_ttft_s"] == out["predicted_ttft_s"]
-    assert out["exhaustive_ttft_s"] == out["predicted_ttft_s"]
-    assert out["runner_up"][0]["predicted_ttft_s"] == out["predicted_ttft_s"]
+    assert out["config"]["queue_depth"] == 2 and out["queue_depth_searched"] is False   # the profile's Q
+    assert out["same_as_exhaustive"] is True and out["exhaustive_best"] == {
+        k: out["config"][k] for k in ("group_size", "banks", "queue_depth")}
+    assert out["chosen_des_ttft_s"] == out["predicted_ttft_s"] == out["exhaustive_ttft_s"]
+    assert out["exhaustive_fastest_ttft_s"] == out["fastest_predicted_ttft_s"]
+    assert 0.0 <= out["regret"] <= TIE_TOLERANCE + 1e-9
+    searched = json.loads(run_cli("autoconfig", "--model", model, "--tokens", str(tokens), "--memory-budget-gib",
+                                  f"{budget:.4f}", "--queue-depth", "search", "--verify", "--json").out)
+    assert searched["queue_depth_searched"] is True and searched["same_as_exhaustive"] is True
+    assert searched["exhaustive_configs"] > out["exhaustive_configs"]        # Q in 1..min(8, B) as well
+    assert searched["fastest_predicted_ttft_s"] <= out["fastest_predicted_ttft_s"]
+
+
+def test_queue_depth_option_is_checked(run_cli) -> None:  # type: ignore[no-untyped-def]
+    for bad in ("0", "two"):
+        res = run_cli("autoconfig", "--memory-budget-gib", "0.7", "--queue-depth", bad)
+        assert res.code == 2 and "--queue-depth must be a positive integer or 'search'" in res.err
+    res = run_cli("autoconfig", "--memory-budget-gib", "0.7", "--queue-depth", "33")
+    assert res.code == 2 and "--queue-depth must be <= the UFS queue slots" in res.err
+    fixed = json.loads(run_cli("autoconfig", "--tokens", "256", "--memory-budget-gib", "0.7", "--queue-depth", "3",
+                               "--json").out)
+    assert fixed["config"]["queue_depth"] == 3
 
 
 def test_prefill_uses_the_autoconfigured_settings(run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -193,7 +193,7 @@ def show_specdecode(metrics: SpecDecodeMetrics, as_json: bool) -> None:
 
 def _sweep(run: SpecDecodeRun, profile: GPUServerProfile, gammas: list[int], selectors: list[str],
            plot: str | None, as_json: bool) -> None:
-    rows = [row.model_dump(mode="json") for row in gamma_sweep(run, gammas, selectors)]
+    rows = [row.flat() for row in gamma_sweep(run, gammas, selectors)]
     if plot:
         plot_sweep(rows, plot, f"{run.model} on {profile.name}")
     if as_json:

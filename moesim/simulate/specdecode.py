@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from moesim.config.base import Frozen
 from moesim.config.catalog import load_model
 from moesim.config.device import GPUServerProfile
 from moesim.config.profiles import gpu_profile, profile_hash
@@ -257,37 +257,35 @@ def _price(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams, s
         draft_source=draft_src, pred_source=pred_src, frame=frame)
 
 
-class GammaRow(Frozen):
-    """One run of a gamma sweep: its selector and gamma, its headline metrics, the predictor the
-    rule used (None: none) and the predictor the run resolved."""
+#: the headline metrics of a gamma sweep's rows (fields of SpecDecodeMetrics)
+SWEEP_METRICS = ("mean_active_experts", "acceptance_length", "hbm_bytes_per_step", "t_verify_s", "t_step_s",
+                 "tokens_per_s", "speedup_vs_ar", "steps", "predictor_accuracy")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GammaRow:
+    """One run of a gamma sweep: its selector and gamma, and the run's metrics."""
 
     selector: str
     gamma: int
-    mean_active_experts: float
-    acceptance_length: float
-    hbm_bytes_per_step: float
-    t_verify_s: float
-    t_step_s: float
-    tokens_per_s: float
-    speedup_vs_ar: float
-    steps: int
-    predictor_accuracy: float | None
-    predictor: str | None
-    predictor_config: PredictorChoice
+    metrics: SpecDecodeMetrics
+
+    def flat(self) -> dict[str, Any]:
+        """The row ``--gamma-sweep`` prints: the headline metrics, the predictor the rule used
+        (None: none) and the predictor the run resolved."""
+        m = self.metrics
+        return {"selector": self.selector, "gamma": self.gamma, **{k: getattr(m, k) for k in SWEEP_METRICS},
+                "predictor": m.predictor.kind if m.predictor.used else None,
+                "predictor_config": m.config.predictor.model_dump(mode="json")}
 
 
 def gamma_sweep(run: SpecDecodeRun, gammas: Sequence[int], selectors: Sequence[str],
                 trace: RoutingTrace | None = None, *, profile: GPUServerProfile | None = None) -> list[GammaRow]:
-    """One row per (selector, gamma): the headline metrics of each run."""
+    """One row per (selector, gamma)."""
     rows = []
     for sel in selectors:
         for g in gammas:
             one = SpecDecodeRun.model_validate({**run.model_dump(), "selector": sel, "gamma": g})
-            m = simulate_specdecode(one, trace, profile=profile).metrics
-            rows.append(GammaRow(
-                selector=sel, gamma=g, mean_active_experts=m.mean_active_experts,
-                acceptance_length=m.acceptance_length, hbm_bytes_per_step=m.hbm_bytes_per_step,
-                t_verify_s=m.t_verify_s, t_step_s=m.t_step_s, tokens_per_s=m.tokens_per_s,
-                speedup_vs_ar=m.speedup_vs_ar, steps=m.steps, predictor_accuracy=m.predictor_accuracy,
-                predictor=m.predictor.kind if m.predictor.used else None, predictor_config=m.config.predictor))
+            metrics = simulate_specdecode(one, trace, profile=profile).metrics
+            rows.append(GammaRow(selector=sel, gamma=g, metrics=metrics))
     return rows

@@ -112,8 +112,13 @@ def test_anchor_registry_groups_the_llamacpp_curve_and_reports_what_it_leaves_ou
 @pytest.mark.slow
 def test_profile_bands_are_the_ones_the_anchors_give_now() -> None:
     """The bands in the profile are what validation/interval_coverage.py computes from the
-    current model (refits the NPU fit once per hard anchor)."""
+    current model (refits the NPU fit once per hard anchor). The decode anchors replay the real
+    traces, so without them (a clone away from ../shared) the scores are not the profile's."""
+    from moesim.traces import shared_traces_dir
     from moesim.validate.intervals import score_anchors
+
+    if not shared_traces_dir().is_dir():
+        pytest.skip(f"the bands were sized on the real traces; {shared_traces_dir()} not found")
 
     u = phone_profile("sd8-elite-gen5").uncertainty
     assert u is not None

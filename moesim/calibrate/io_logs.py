@@ -64,7 +64,8 @@ def parse_size_B(text: str) -> int:
     m = _SIZE.fullmatch(text.strip())
     if m is None:
         raise ValueError(text)
-    return int(float(m["n"]) * 1024 ** "kmgt".find(m["u"].lower()) if m["u"] else float(m["n"]))
+    power = "kmgt".find(m["u"].lower()) + 1 if m["u"] else 0
+    return int(float(m["n"]) * 1024**power)
 
 
 def _opt(job: dict[str, Any], glob: dict[str, Any], name: str) -> Any:

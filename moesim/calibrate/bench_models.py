@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from moesim.calibrate.dense_anchor import DenseDecode
-from moesim.config.model import ModelSpec
+from moesim.config.model import GQAttention, ModelSpec
 from moesim.errors import InputError
 
 __all__ = ["BenchModel", "BENCH_MODELS", "bench_model"]
@@ -27,6 +27,7 @@ class BenchModel:
     def decode_shape(self, tokens_per_s: float, source: str) -> DenseDecode:
         """The shape :class:`DenseDecode` reads per generated token (the LM head too)."""
         a = self.spec.attention
+        assert isinstance(a, GQAttention), "bench models are dense GQA decoders"
         return DenseDecode(name=self.spec.name, layers=self.spec.num_layers, hidden=self.spec.hidden_size,
                            q_dim=a.num_heads * a.head_dim, kv_dim=a.num_kv_heads * a.head_dim, ffn=self.ffn,
                            vocab=self.spec.vocab_size, tokens_per_s=tokens_per_s, source=source)

@@ -70,8 +70,9 @@ class Excluded:
 def group_fields(group: str, base: MobileNPUProfile) -> tuple[FieldSpec, ...]:
     """The fitted fields of ``group`` and their physical bounds (some from the base profile's spec)."""
     if group == "cpu-tg":
-        return (FieldSpec("cpu.q4_0_gemv_GBps", 1.0, base.memory.peak_bw_GBps,
-                          f"at most the base's LPDDR peak memory.peak_bw_GBps ({base.memory.peak_bw_GBps:g} GB/s, spec)"),)
+        peak_bw = base.memory.peak_bw_GBps
+        return (FieldSpec("cpu.q4_0_gemv_GBps", 1.0, peak_bw,
+                          f"at most the base's LPDDR peak memory.peak_bw_GBps ({peak_bw:g} GB/s, spec)"),)
     if group == "cpu-pp":
         floor = max(10.0, base.cpu.routed_gemv_GFLOPS or 0.0)
         return (FieldSpec("cpu.q4_0_gemm_GFLOPS", floor, 5000.0,
@@ -112,12 +113,24 @@ def bench_figures(rows: Sequence[BenchRow]) -> tuple[list[Figure], list[Excluded
         name = f"{r.unit}:{r.test}{suffix}"
         if r.n_gen:
             nbytes = m.decode_shape(r.avg_ts, r.source).bytes_per_token()
-            figures.append(Figure(name, "cpu-tg", r.avg_ts, "tok/s", r.source,
-                                  lambda p, b=nbytes: p.cpu.require("q4_0_gemv_GBps", p.name) * 1e9 / b))
+            figures.append(Figure(name, "cpu-tg", r.avg_ts, "tok/s", r.source, _tg_predict(nbytes)))
             continue
         group = "cpu-pp" if r.unit == "cpu" else "htp"
         figures.append(Figure(name, group, r.avg_ts, "tok/s", r.source, _pp_predict(r, m)))
     return _names_unique(figures), excluded
+
+
+def _tg_predict(nbytes: int) -> Callable[[MobileNPUProfile], float]:
+    """Generated tokens per second reading ``nbytes`` of weights a token at the CPU's weight rate."""
+    def predict(p: MobileNPUProfile) -> float:
+        return p.cpu.require("q4_0_gemv_GBps", p.name) * 1e9 / nbytes
+    return predict
+
+
+def _fio_predict(block_B: int, depth: int) -> Callable[[MobileNPUProfile], float]:
+    def predict(p: MobileNPUProfile) -> float:
+        return read_rate_GBps(block_B, depth, ufs_params(p, into_arena=False))
+    return predict
 
 
 def _pp_predict(r: BenchRow, m: BenchModel) -> Callable[[MobileNPUProfile], float]:
@@ -152,7 +165,7 @@ def _size(n: int) -> str:
 
 def fio_figures(points: Sequence[FioPoint]) -> list[Figure]:
     figures = [Figure(f"ufs:{_size(pt.block_B)}@q{pt.queue_depth}", "ufs", pt.read_GBps, "GB/s", pt.source,
-                      lambda p, b=pt.block_B, q=pt.queue_depth: read_rate_GBps(b, q, ufs_params(p, into_arena=False)))
+                      _fio_predict(pt.block_B, pt.queue_depth))
                for pt in points]
     return _names_unique(figures)
 

@@ -46,7 +46,8 @@ def llama_bench_json(profile: MobileNPUProfile, model: str = "qwen3 4B", units: 
     return json.dumps(records, indent=2) + "\n"
 
 
-def fio_json(profile: MobileNPUProfile, sizes_KiB: Sequence[int] = (4, 128, 512), depths: Sequence[int] = (1, 2)) -> str:
+def fio_json(profile: MobileNPUProfile, sizes_KiB: Sequence[int] = (4, 128, 512),
+             depths: Sequence[int] = (1, 2)) -> str:
     """``fio --output-format=json`` of direct random reads of ``sizes_KiB`` at ``depths`` on ``profile``'s UFS."""
     ufs = ufs_params(profile, into_arena=False)
     jobs = []

@@ -55,7 +55,7 @@ def calibrate_device(name: str, base: str, bench_files: tuple[str, ...], fio_fil
     import re
 
     from moesim.calibrate.bench_logs import read_llama_bench
-    from moesim.calibrate.device_figures import bench_figures, fio_figures, ttft_figures
+    from moesim.calibrate.device_figures import Excluded, Figure, bench_figures, fio_figures, ttft_figures
     from moesim.calibrate.device_fit import fit_device
     from moesim.calibrate.device_out import render_profile, write_fitted_profile
     from moesim.calibrate.io_logs import read_fio, read_ttft_log
@@ -71,7 +71,9 @@ def calibrate_device(name: str, base: str, bench_files: tuple[str, ...], fio_fil
         raise InputError("--out", "must not name an existing profile file (add --force to replace it)", str(path))
     if write and not out and name in profile_names() and not force:
         raise InputError("NAME", "must not be a bundled profile's name (add --force to replace it)", name)
-    figures, excluded, files = [], [], {}
+    figures: list[Figure] = []
+    excluded: list[Excluded] = []
+    files: dict[str, set[str]] = {}
     for f in bench_files:
         figs, exc = bench_figures(read_llama_bench(f))
         figures += figs

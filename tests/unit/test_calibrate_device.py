@@ -97,7 +97,8 @@ def test_round_trip_recovers_the_profile(base, tmp_path: Path, run_cli) -> None:
     for dotted, value in TRUTH.items():
         section, _, field = dotted.partition(".")
         assert getattr(getattr(fitted, section), field) == pytest.approx(value, rel=1e-5), dotted
-        assert getattr(fitted, section).provenance[field].startswith(f"fitted: from {bench if 'ufs' not in dotted else fio}")
+        log = fio if dotted.startswith("ufs") else bench
+        assert getattr(fitted, section).provenance[field].startswith(f"fitted: from {log}")
     assert fitted.name == "mine" and fitted.memory == base.memory
 
 
@@ -128,7 +129,8 @@ def test_fio_options_and_depth() -> None:
 
 
 @pytest.mark.parametrize(("jobs", "glob", "message"), [
-    ([{"jobname": "a", "job options": {"bs": "4k"}, "read": {"bw_bytes": 1e8}}], {}, "f: jobs[0] (a): direct must be 1"),
+    ([{"jobname": "a", "job options": {"bs": "4k"}, "read": {"bw_bytes": 1e8}}], {},
+     "f: jobs[0] (a): direct must be 1"),
     ([{"jobname": "a", "read": {"bw_bytes": 1e8}}], {"direct": "1"}, "f: jobs[0] (a): bs is required"),
     ([{"jobname": "a", "job options": {"bs": "4k"}, "read": {"bw_bytes": 0}}], {"direct": "1"},
      "f: jobs[0] (a): read.bw_bytes must be > 0"),

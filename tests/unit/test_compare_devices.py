@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from moesim.config.profiles import profile_dir
-from moesim.report.compare_devices import compare_devices, parse_devices
 from moesim.errors import InputError
+from moesim.report.compare_devices import compare_devices, parse_devices
 
 
 @pytest.fixture
@@ -48,7 +48,8 @@ def test_cli_table_and_json(run_cli, slow_phone: Path) -> None:  # type: ignore[
     doc = json.loads(res.out)
     assert doc["reference"] == "sd8-elite-gen5"
     assert [(r["policy"], r["device"]) for r in doc["rows"]] == [
-        ("estream", "sd8-elite-gen5"), ("estream", str(slow_phone)), ("cpu", "sd8-elite-gen5"), ("cpu", str(slow_phone))]
+        ("estream", "sd8-elite-gen5"), ("estream", str(slow_phone)),
+        ("cpu", "sd8-elite-gen5"), ("cpu", str(slow_phone))]
     table = run_cli("compare", "--devices", f"sd8-elite-gen5,{slow_phone}", "--tokens", "256")
     assert table.code == 0 and "fits (usable)" in table.out and "yes (15.1 GiB)" in table.out
 

@@ -67,6 +67,9 @@ def calibrate_device(name: str, base: str, bench_files: tuple[str, ...], fio_fil
         raise InputError("logs", "are required: give --llama-bench, --fio or --ttft files", show_value=False)
     base_profile = phone_profile(base, workload="calibrate device (a phone profile as the base)")
     path = Path(out) if out else profile_dir() / f"{name}.toml"
+    if path.resolve().parent == profile_dir().resolve() and path.name != f"{name}.toml":
+        raise InputError("--out", f"must be {name}.toml in the bundled profile folder (a bundled profile's file "
+                         "is named after it)", str(path))
     if write and path.exists() and not force and path.is_file():
         raise InputError("--out", "must not name an existing profile file (add --force to replace it)", str(path))
     if write and not out and name in profile_names() and not force:

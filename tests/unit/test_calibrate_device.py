@@ -178,6 +178,11 @@ def test_cli_errors_are_one_line(tmp_path: Path, run_cli) -> None:  # type: igno
     existing.write_text("keep")
     res = run_cli("calibrate", "device", "x", "--llama-bench", str(REAL_LOG), "--out", str(existing))
     assert res.code == 2 and "--force" in res.err and existing.read_text() == "keep"
+    from moesim.config.profiles import profile_dir
+
+    res = run_cli("calibrate", "device", "x", "--llama-bench", str(REAL_LOG), "--out", str(profile_dir() / "y.toml"))
+    assert res.code == 2 and "--out must be x.toml in the bundled profile folder" in res.err
+    assert not (profile_dir() / "y.toml").exists()
     res = run_cli("calibrate", "device", "Bad_Name", "--llama-bench", str(REAL_LOG))
     assert res.code == 2 and "NAME must be a profile name" in res.err
 
@@ -201,3 +206,16 @@ def test_fio_round_trip_alone(base) -> None:  # type: ignore[no-untyped-def]
     assert fit.values == pytest.approx({"ufs.effective_read_bw_GBps": 2.0, "ufs.read_latency_us": 40.0}, rel=1e-6)
     (group,) = fit.groups
     assert group.dof == 4 and all(f.interval is not None for f in group.figures)
+
+
+@pytest.mark.slow
+def test_ttft_log_joins_the_htp_fit(base) -> None:  # type: ignore[no-untyped-def]
+    """EStream's OLMoE 4K TTFT beside the S26+ log: fitted within 10%, the dense points too."""
+    from moesim.calibrate.device_figures import ttft_figures
+
+    figures, _ = bench_figures(read_llama_bench(REAL_LOG))
+    figures += ttft_figures(read_ttft_log(REPO / "validation/logs/estream-olmoe-ttft.csv"))
+    (group,) = fit_device(base, figures).groups
+    assert not group.at_bound
+    assert {f.name for f in group.figures} >= {"ttft:olmoe-1b-7b:4096", "htp:pp512"}
+    assert max(abs(f.error) for f in group.figures) < 0.10

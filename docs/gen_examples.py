@@ -1,5 +1,5 @@
-"""Regenerate the console examples of docs/cli.md, docs/tutorial-prefill.md and docs/tutorial-decode.md
-from real runs.
+"""Regenerate the console examples of docs/cli.md, docs/tutorial-prefill.md, docs/tutorial-decode.md and
+docs/tutorial-devices.md from real runs.
 
     python docs/gen_examples.py
 
@@ -42,7 +42,7 @@ def render(template: str) -> str:
 
 
 def main_() -> None:
-    for name in ("cli", "tutorial-prefill", "tutorial-decode"):
+    for name in ("cli", "tutorial-prefill", "tutorial-decode", "tutorial-devices"):
         template = (HERE / "templates" / f"{name}.md").read_text()
         (HERE / f"{name}.md").write_text(render(template))
         print("wrote", HERE / f"{name}.md")

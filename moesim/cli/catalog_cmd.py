@@ -7,7 +7,7 @@ import click
 from moesim.cli.output import emit_json, emit_table, fmt_num
 from moesim.config.catalog import list_models, load_model
 from moesim.config.profiles import list_profiles, load_profile
-from moesim.report.catalog import model_record, profile_record, profile_rows
+from moesim.report.catalog import SUMMARY_KINDS, model_record, profile_record, profile_rows, provenance_summary
 
 __all__ = ["models", "devices"]
 
@@ -41,7 +41,10 @@ def models(model_ref: str | None, as_json: bool) -> None:
               help="Validate and show one profile (bundled name or TOML file).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def devices(device_ref: str | None, as_json: bool) -> None:
-    """List device profiles, or validate and show one with --device."""
+    """List device profiles, or validate and show one with --device.
+
+    The list counts each profile's numbers by provenance: spec, paper, measured, fitted, derived,
+    assumed (the leading word of each note) and pending (no value until a calibration fits it)."""
     profiles = [load_profile(device_ref)] if device_ref is not None else list_profiles()
     if as_json:
         emit_json({"devices": [profile_record(p) for p in profiles]})
@@ -51,5 +54,6 @@ def devices(device_ref: str | None, as_json: bool) -> None:
         click.echo(f"{p.name} ({p.kind}): {p.display_name}")
         emit_table(["field", "value", "provenance"], profile_rows(p))
         return
-    rows = [(p.name, p.kind, len(profile_record(p)["pending_fit"]), p.display_name) for p in profiles]
-    emit_table(["device", "kind", "pending_fit", "description"], rows)
+    rows = [(p.name, p.kind, len(profile_record(p)["pending_fit"]), *provenance_summary(p).values(), p.display_name)
+            for p in profiles]
+    emit_table(["device", "kind", "pending_fit", *SUMMARY_KINDS, "description"], rows)

@@ -30,6 +30,9 @@ def _names(text: str | None) -> list[str] | None:
 @click.command()
 @click.option("--model", default=field_default(PrefillRun, "model"), show_default=True, metavar="NAME|PATH")
 @click.option("--device", default=field_default(PrefillRun, "device"), show_default=True, metavar="NAME|PATH")
+@click.option("--devices", metavar="D1,D2,...",
+              help="Compare devices instead of policies: one row per device (EStream, or --policies), the first "
+              "device the reference of the ratios.")
 @click.option("--tokens", default=str(field_default(PrefillRun, "tokens")), show_default=True, metavar="N1,N2,...",
               help="Prompt lengths.")
 @click.option("--policies", metavar="P1,P2,...", help=f"Policies to compare [default: all: {', '.join(POLICY_NAMES)}]")
@@ -44,7 +47,7 @@ def _names(text: str | None) -> list[str] | None:
               help="Draw the latency-memory plane (.png/.svg/.pdf; log axes, lower left is better).")
 @click.option("--quiet", is_flag=True, help="No progress bar (it is drawn only on a terminal anyway).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def compare(model: str, device: str, tokens: str, policies: str | None, baseline: str | None,
+def compare(model: str, device: str, devices: str | None, tokens: str, policies: str | None, baseline: str | None,
             memory_budget_gib: float | None, overrides: tuple[str, ...], warm: bool, ttft_from: str, seed: int,
             plot: str | None, quiet: bool, as_json: bool) -> None:
     """Compare prefill policies (EStream and the baselines) in one table: TTFT, tokens/s, peak
@@ -57,6 +60,14 @@ def compare(model: str, device: str, tokens: str, policies: str | None, baseline
     from moesim.plotting import check_figure_path
     from moesim.report.compare import compare_policies, default_baseline, global_failure, plot_plane
 
+    if devices is not None:
+        from moesim.cli.compare_devices import compare_devices_mode
+
+        protocol = {"page_cache": page_cache_of(warm), "ttft_from": ttft_from}
+        _names(policies)
+        compare_devices_mode(model, devices, tokens, policies, baseline, memory_budget_gib,
+                             parse_overrides(overrides), protocol, seed, plot, quiet, as_json)
+        return
     lengths, chosen, what_if = parse_int_list(tokens, "--tokens"), _names(policies), parse_overrides(overrides)
     if plot:
         check_figure_path(plot, "--plot")

@@ -181,3 +181,12 @@ def calibrate_host(out_dir: str, workdir: str, quick: bool, write: bool, as_json
     if fit.read_bw_spread_GBps is not None:
         lo, hi = fit.read_bw_spread_GBps
         click.echo(f"disk probe: {fit.read_bw_GBps:.3f} GB/s (median run), runs {lo:.3f}-{hi:.3f} GB/s")
+
+
+def _add_device_command() -> None:
+    from moesim.cli.calibrate_device import calibrate_device
+
+    calibrate.add_command(calibrate_device)
+
+
+_add_device_command()

@@ -6,9 +6,12 @@ from typing import Any
 
 from moesim.config.model import RECIPES, ModelSpec
 from moesim.config.profiles import AnyProfile, profile_hash
-from moesim.config.sections import numeric_fields
+from moesim.config.sections import PROVENANCE_KINDS, numeric_fields, provenance_kind
 
-__all__ = ["model_record", "profile_record", "profile_rows"]
+__all__ = ["model_record", "profile_record", "profile_rows", "provenance_summary", "SUMMARY_KINDS"]
+
+#: the columns of a provenance summary: every note kind, and the numbers still pending a fit
+SUMMARY_KINDS = (*PROVENANCE_KINDS, "pending")
 
 
 def _bytes_record(model: ModelSpec, recipe: str) -> dict[str, Any]:
@@ -38,7 +41,19 @@ def profile_record(profile: AnyProfile) -> dict[str, Any]:
     record["profile_hash"] = profile_hash(profile)
     record["pending_fit"] = [f"{name}.{field}" for name, sec in profile.sections().items()
                              for field in sec.pending()]
+    record["provenance_summary"] = provenance_summary(profile)
     return record
+
+
+def provenance_summary(profile: AnyProfile) -> dict[str, int]:
+    """How many numbers of the profile each provenance kind sources (the note's leading word);
+    a number with no value yet, its note 'fitted: pending ...', counts as ``pending``."""
+    counts = dict.fromkeys(SUMMARY_KINDS, 0)
+    for sec in profile.sections().values():
+        pending = set(sec.pending())
+        for field, note in sec.provenance.items():
+            counts["pending" if field in pending else provenance_kind(note)] += 1
+    return counts
 
 
 def profile_rows(profile: AnyProfile) -> list[tuple[str, str, str]]:

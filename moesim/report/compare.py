@@ -27,7 +27,8 @@ from moesim.errors import InputError, MoesimError
 from moesim.plotting import pyplot, save_figure
 from moesim.simulate.prefill import simulate_prefill
 
-__all__ = ["COLUMNS", "compare_policies", "plot_plane", "bound_of", "default_baseline", "global_failure"]
+__all__ = ["COLUMNS", "compare_policies", "plot_plane", "bound_of", "default_baseline", "global_failure",
+           "prefill_row"]
 
 COLUMNS = ("tokens", "policy", "ttft_s", "ttft_s_interval", "load_s", "tokens_per_s", "peak_memory_GiB",
            "peak_memory_GiB_interval", "bubble_share", "bound", "energy_j", "energy_j_interval", "tokens_per_j",
@@ -64,6 +65,11 @@ def _row(run: PrefillRun) -> dict[str, Any]:
             "config": {"group_size": cfg["group_size"], "banks": cfg["banks"], "queue_depth": cfg["queue_depth"],
                        "fits_device_memory": m["fits_device_memory"], "trace": cfg["trace"]["source"],
                        "synthetic": cfg["trace"]["synthetic"]}, "error": None}
+
+
+def prefill_row(run: PrefillRun) -> dict[str, Any]:
+    """One row of the table: the run's metrics, or its one-line error (``moesim compare --devices`` too)."""
+    return _row(run)
 
 
 def default_baseline(policies: Sequence[str]) -> str:

@@ -41,7 +41,16 @@ def render(template: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the fitted phone the devices tutorial compares, refitted first so that it follows its base profile
+FITTED_EXAMPLE = ("moesim calibrate device s26plus --llama-bench "
+                  "validation/logs/llamacpp-pr23368-s26plus-htp0-qwen3-4b.md "
+                  "--out docs/examples/s26plus-fitted.toml --force")
+
+
 def main_() -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        main(shlex.split(FITTED_EXAMPLE)[1:])
+    print("wrote", HERE / "examples" / "s26plus-fitted.toml")
     for name in ("cli", "tutorial-prefill", "tutorial-decode", "tutorial-devices"):
         template = (HERE / "templates" / f"{name}.md").read_text()
         (HERE / f"{name}.md").write_text(render(template))

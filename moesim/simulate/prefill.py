@@ -380,7 +380,7 @@ def _stream_timing(plan: StreamPlan, m: StreamMeasured, model: ModelSpec, counts
 def _cpu_timing(plan: StreamPlan, m: CPUMeasured, model: ModelSpec, counts: np.ndarray) -> _Timing:
     end = max(m.end_ns, 1)
     active_B = int((counts > 0).sum()) * model.expert_bytes("q4_0")
-    util = {plan.backend: m.busy_ns / end}
+    util: dict[str, float] = {plan.backend: m.busy_ns / end}
     if plan.io == "mmap":
         util["ufs"] = m.io_busy_ns / end
     compute = m.busy_ns

@@ -39,10 +39,11 @@ __all__ = ["phone_cases", "DENSE_SHAPES"]
 _AIHUB = "Qualcomm AI Hub (quic/ai-hub-models perf.yaml, QNN/Genie w4a16; docs/background/phone-figures.md section 1)"
 _MNN = "alibaba/MNN PR #4633 (SM8750 / 8 Elite, Qwen3-0.6B 4-bit, block 64; docs/background/phone-figures.md section 2)"
 _WHERE = "docs/background/prefill-model.md, 'Baselines: the mobile GPU and QNN context switching'"
+_PHONES = "docs/background/device-profiles.md"
 _QNN_HMX = ("{err}: AI Hub's w4a16 graph runs the HMX in fixed point, about {tflops} TFLOPS effective on this "
             "dense pass (13.5 TFLOP); the profile's HMX rate is llama.cpp's fp16 path, {hmx} TFLOPS, scaled from "
             "the reference phone's fit (docs/background/prefill-evidence.md, 'Suggested bounds': QNN as the upper "
-            "reference)")
+            "reference; docs/background/device-profiles.md)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,7 +155,7 @@ def _sd8_elite() -> list[Case]:
         _case(f"devices/{d}/mnn-cpu-qwen3-0.6b-pp512", 336.0, f"{_MNN}: CPU pp512 336 tok/s",
               lambda: _prefill_rate(d, "cpu", "qwen3-0.6b", 512), "tok/s",
               why="-32%: attention is priced at llama.cpp's CPU attention / GEMM ratio (0.12, issue #27086, flash "
-                  "attention off) and MNN's is faster; the weight products alone give 355 tok/s (+6%)"),
+                  f"attention off) and MNN's is faster; the weight products alone give 355 tok/s (+6%) ({_PHONES})"),
         _case(f"devices/{d}/mnn-cpu-qwen3-0.6b-tg128", 94.3, f"{_MNN}: CPU tg128 94.3 tok/s",
               lambda: _decode_rate(d, "cpu", "qwen3-0.6b"), "tok/s"),
         _case(f"devices/{d}/aihub-llama-3.1-8b-decode", 13.05, f"{_AIHUB}: Llama-v3.1-8B-Instruct w4a16 on an 8 Elite "
@@ -163,7 +164,7 @@ def _sd8_elite() -> list[Case]:
               "15.40 tok/s", lambda: _decode_rate(d, "npu", "qwen2.5-7b"), "tok/s",
               why="-30%: the HTP's weight rate comes from an older llama.cpp build on this phone (47.1 GB/s, "
                   "Llama-3.2-1B tg64) and AI Hub's fused QNN graph reads faster; at the reference phone's 60.5 "
-                  "GB/s this case is -12%"),
+                  f"GB/s this case is -12% ({_PHONES})"),
         _case(f"devices/{d}/aihub-llama-2-7b-pp1024", 1.440, f"{_AIHUB}: Llama-v2-7B-Chat w4a16, one 1,024-token "
               "prompt-processor pass on an 8 Elite QRD, TTFT 1,440 ms",
               lambda: _prefill_s(d, "npu", "llama-2-7b", 1024, ubatch=1024), "s",
@@ -172,12 +173,12 @@ def _sd8_elite() -> list[Case]:
               "Llama-3.2-1B-Instruct Q4_0, HTP0, n_batch 128, build 6733 (Oct 2025), pp128 169.42 tok/s on an 8 Elite",
               lambda: _prefill_rate(d, "npu", "llama-3.2-1b", 128), "tok/s",
               why="+600%: build 6733 predates llama.cpp's HMX matmul (PR #20693, 2026-03): its products ran on "
-                  "HVX, and the profile prices the HMX path"),
+                  f"HVX, and the profile prices the HMX path ({_PHONES})"),
         _case(f"devices/{d}/llamacpp-opencl-qwen2-1.5b-pp512", 148.54, "llama.cpp PR #16469: qwen2-1.5B Q8_0 on an "
               "Adreno 830 (OpenCL, q8_0 mm kernels), pp512 148.54 tok/s",
               lambda: _prefill_rate(d, "gpu", "qwen2-1.5b", 512), "tok/s",
               why="+229%: the Adreno rate is MNN's 4-bit OpenCL prefill (the fastest published on this GPU); "
-                  "llama.cpp's Q8_0 OpenCL kernels reach about a third of it"),
+                  f"llama.cpp's Q8_0 OpenCL kernels reach about a third of it ({_PHONES})"),
     ]
 
 
@@ -194,7 +195,7 @@ def _sd8_gen3() -> list[Case]:
               lambda: _decode_rate(d, "npu", "phi-3.5-mini"), "tok/s",
               why="+74%: not explained; AI Hub's Phi-3.5-Mini decodes slower than its bytes imply on both phones "
                   "(on the 8 Elite 14.73 tok/s, Llama-v2-7B's 17.94 with 1.8x its bytes), and its export is not "
-                  "described"),
+                  f"described ({_PHONES})"),
         Case(name=f"devices/{d}/llm-npu-qwen1.5-1.8b-prefill", reference=1000.0,
              source="llm.npu / mllm-NPU (Xu et al., arXiv 2407.05858, ASPLOS'25, abstract): '>1,000 tokens/sec "
              "prefilling for a billion-sized model (Qwen1.5-1.8B)' on the HTP of 8 Gen 3 phones (its QNN op package "
@@ -210,8 +211,8 @@ def _paper_checks() -> list[Case]:
     return [
         _case(f"devices/{d}/npu-vs-gpu-expert-64-routes", 4.6, "EStream paper (BRIEF.md): the NPU computes expert "
               "projections about 4.6x faster than the mobile GPU at >= 64 routes; here one OLMoE expert at 64 "
-              "routed tokens, gpu-resident's Adreno rates against the HTP's", lambda: _expert_ratio(d, "olmoe-1b-7b", 64),
-              "x"),
+              "routed tokens, gpu-resident's Adreno rates against the HTP's",
+              lambda: _expert_ratio(d, "olmoe-1b-7b", 64), "x"),
         Case(name=f"devices/{d}/estream-vs-qnn-switch-olmoe-4k", reference=21.0,
              source="EStream paper (BRIEF.md): EStream up to about 21x faster than QNN with precompiled graphs and "
              "context switching; here qnn-switch / estream TTFT for OLMoE-1B-7B at 4,096 tokens (one setting: at "

@@ -25,9 +25,9 @@ from moesim.config.prefill import (
     QNNSwitchPolicy,
     ResidentPolicy,
 )
-from moesim.cost.qnn import QNNSchedule, qnn_schedule
 from moesim.cost.coldstart import LoadPath
 from moesim.cost.params import check_queue_depth
+from moesim.cost.qnn import QNNSchedule, qnn_schedule
 from moesim.errors import InputError
 from moesim.units import MiB
 

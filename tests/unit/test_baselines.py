@@ -180,3 +180,18 @@ def test_every_device_case_runs_and_holds_its_record() -> None:
         assert result.status in ("pass", "known miss"), (case.name, result.status, result.error)
     for phone, phone_cases_ in by_phone.items():
         assert sum(evaluate(c).status == "pass" for c in phone_cases_) >= 2, phone
+
+
+def test_qnn_refuses_a_layer_larger_than_a_context() -> None:
+    model, phone = load_model("gpt-oss-120b"), load_profile(PHONE)
+    assert isinstance(phone, MobileNPUProfile)
+    assert model.total_weight_bytes("q4_0") / model.num_layers > 1.00876 * GiB
+    with pytest.raises(InputError, match=r"^qnn.context_max_GiB must hold at least one layer of gpt-oss-120b"):
+        qnn_schedule(model, phone, 256)
+
+
+def test_validate_runs_the_device_group(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("validate", "--only", "devices/")
+    assert res.code == 0, res.err
+    text = res.out + res.err
+    assert "devices/sd8-elite/" in text and "devices/sd8-gen3/" in text and "0 regressions" in text

@@ -7,7 +7,7 @@ import click
 from moesim.cli.output import emit_json, emit_table, parse_int_list, writable_path
 from moesim.cli.prefill_cmd import page_cache_of, parse_overrides, protocol_options, warn_budget_above_device
 from moesim.config.base import field_default
-from moesim.config.prefill import POLICY_NAMES, PrefillRun
+from moesim.config.prefill import COMPARE_DEFAULT_POLICIES, POLICY_NAMES, PrefillRun
 from moesim.errors import InputError, MoesimError
 from moesim.progress import track
 
@@ -35,7 +35,9 @@ def _names(text: str | None) -> list[str] | None:
               "device the reference of the ratios.")
 @click.option("--tokens", default=str(field_default(PrefillRun, "tokens")), show_default=True, metavar="N1,N2,...",
               help="Prompt lengths.")
-@click.option("--policies", metavar="P1,P2,...", help=f"Policies to compare [default: all: {', '.join(POLICY_NAMES)}]")
+@click.option("--policies", metavar="P1,P2,...",
+              help=f"Policies to compare, among {', '.join(POLICY_NAMES)} [default: "
+              f"{', '.join(COMPARE_DEFAULT_POLICIES)}]")
 @click.option("--baseline", metavar="POLICY",
               help="The policy the speedup, memory and energy ratios are taken against [default: resident when "
               "it is compared, else the first of --policies].")
@@ -71,7 +73,7 @@ def compare(model: str, device: str, devices: str | None, tokens: str, policies:
     lengths, chosen, what_if = parse_int_list(tokens, "--tokens"), _names(policies), parse_overrides(overrides)
     if plot:
         check_figure_path(plot, "--plot")
-    baseline = default_baseline(chosen or POLICY_NAMES) if baseline is None else baseline
+    baseline = default_baseline(chosen or COMPARE_DEFAULT_POLICIES) if baseline is None else baseline
     warn_budget_above_device(memory_budget_gib, device, what_if)
     show = False if quiet else None
     protocol = {"page_cache": page_cache_of(warm), "ttft_from": ttft_from}

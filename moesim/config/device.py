@@ -17,7 +17,8 @@ from moesim.config.sections import Section
 
 __all__ = [
     "MemorySection", "UFSSection", "HTPSection", "ArenaSection", "CPUSection",
-    "NPURuntimeSection", "UncertaintySection", "PowerSection", "GPUSection", "GPURuntimeSection",
+    "NPURuntimeSection", "UncertaintySection", "PowerSection", "AdrenoSection", "QNNSection", "GPUSection",
+    "GPURuntimeSection",
     "MobileNPUProfile", "GPUServerProfile", "HostProfile", "HostMemorySection", "StorageSection",
     "HostCPUSection", "DeviceProfile",
 ]
@@ -221,6 +222,44 @@ class PowerSection(Section):
         return out
 
 
+class AdrenoSection(Section):
+    """The phone's mobile GPU (Adreno) as the ``gpu-resident`` baseline uses it: every weight
+    resident in DRAM, the prompt in micro-batches, every product on the GPU (llama.cpp's OpenCL
+    backend; docs/background/prefill-model.md, "Baselines: the mobile GPU and QNN context switching")."""
+
+    model: str
+    gemm_GFLOPS: PositiveFloat | None = Field(
+        None, description="effective rate of the GPU runtime's prompt-processing matrix products (weights and "
+                          "attention), from a measured dense prefill")
+    weight_read_GBps: PositiveFloat | None = Field(
+        None, description="weight bytes per second the GPU's kernels read from DRAM (a measured decode rate "
+                          "times its bytes per token); at most the LPDDR5X peak")
+
+
+class QNNSection(Section):
+    """QNN (Qualcomm AI Engine Direct) on the HTP with precompiled static graphs, as the
+    ``qnn-switch`` baseline uses it: the prompt in fixed-size graph passes, the model split into
+    context binaries of bounded size, a context re-created from its binary each time a pass needs
+    one that is not loaded (docs/background/prefill-model.md, "Baselines: the mobile GPU and QNN
+    context switching")."""
+
+    graph_tokens_count: PositiveInt = Field(description="tokens of one precompiled prompt-processor graph pass")
+    context_tokens_count: PositiveInt = Field(
+        description="context length the graphs are compiled for: every pass attends over this many key slots")
+    context_max_GiB: PositiveFloat = Field(description="the largest context binary (weights and graphs)")
+    context_switch_fixed_ms: PositiveFloat | None = Field(
+        None, description="fixed cost of creating one context from its binary (the runtime's load-binary step)")
+    context_load_GBps: PositiveFloat | None = Field(
+        None, description="context-binary bytes per second a switch moves into the HTP's session")
+
+    @model_validator(mode="after")
+    def _graph_fits_context(self) -> QNNSection:
+        if self.graph_tokens_count > self.context_tokens_count:
+            raise ValueError(f"graph_tokens_count must be <= context_tokens_count ({self.context_tokens_count}), "
+                             f"got {self.graph_tokens_count}")
+        return self
+
+
 class NPURuntimeSection(Section):
     """OS behaviour on the phone that the mmap baseline and a cold start depend on."""
 
@@ -299,6 +338,8 @@ class MobileNPUProfile(_Profile):
     runtime: NPURuntimeSection
     uncertainty: UncertaintySection | None = None
     power: PowerSection | None = None
+    adreno: AdrenoSection | None = None
+    qnn: QNNSection | None = None
 
     @model_validator(mode="after")
     def _cross(self) -> MobileNPUProfile:
@@ -315,6 +356,13 @@ class MobileNPUProfile(_Profile):
         if (self.htp.dma_GBps or 0) > self.memory.peak_bw_GBps:
             raise ValueError(f"htp.dma_GBps must be <= memory.peak_bw_GBps ({self.memory.peak_bw_GBps}), "
                              f"got {self.htp.dma_GBps}")
+        gpu_bw = self.adreno.weight_read_GBps if self.adreno is not None else None
+        if (gpu_bw or 0) > self.memory.peak_bw_GBps:
+            raise ValueError(f"adreno.weight_read_GBps must be <= memory.peak_bw_GBps ({self.memory.peak_bw_GBps}), "
+                             f"got {gpu_bw}")
+        if self.qnn is not None and self.qnn.context_max_GiB > self.memory.usable_GiB:
+            raise ValueError(f"qnn.context_max_GiB must be <= memory.usable_GiB ({self.memory.usable_GiB}), "
+                             f"got {self.qnn.context_max_GiB}")
         return self
 
     def sections(self) -> dict[str, Section]:
@@ -324,6 +372,10 @@ class MobileNPUProfile(_Profile):
             out["uncertainty"] = self.uncertainty
         if self.power is not None:
             out["power"] = self.power
+        if self.adreno is not None:
+            out["adreno"] = self.adreno
+        if self.qnn is not None:
+            out["qnn"] = self.qnn
         return out
 
 

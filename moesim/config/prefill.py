@@ -16,8 +16,8 @@ from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.errors import InputError
 
 __all__ = ["Prefetch", "PREFETCH_POINTS", "PageCache", "TTFTFrom", "EStreamPolicy", "ResidentPolicy", "NaivePolicy",
-           "LayerB2Policy", "CPUPolicy", "MmapPolicy", "PrefillPolicy", "PrefillRun", "POLICY_MODELS", "POLICY_NAMES",
-           "PolicyName",
+           "LayerB2Policy", "CPUPolicy", "MmapPolicy", "GPUResidentPolicy", "QNNSwitchPolicy", "PrefillPolicy",
+           "PrefillRun", "POLICY_MODELS", "POLICY_NAMES", "COMPARE_DEFAULT_POLICIES", "PolicyName",
            "policy_options", "build_policy"]
 
 #: When a streamed layer's expert reads may start (the prefetch point): once the layer's
@@ -77,14 +77,35 @@ class MmapPolicy(Frozen):
     ubatch_tokens: PositiveInt = Field(512, description="prompt tokens per forward (llama.cpp n_ubatch)")
 
 
+class GPUResidentPolicy(Frozen):
+    """Baseline: every weight resident in DRAM, the prompt in micro-batches on the mobile GPU
+    (llama.cpp's OpenCL backend on Adreno; the profile's ``[adreno]`` section)."""
+
+    kind: Literal["gpu-resident"] = "gpu-resident"
+    ubatch_tokens: PositiveInt = Field(512, description="prompt tokens per forward (llama.cpp n_ubatch)")
+
+
+class QNNSwitchPolicy(Frozen):
+    """Baseline: QNN on the HTP with precompiled static graphs: the prompt in fixed-size graph
+    passes, every expert computed on every token of a pass, the model split into context binaries
+    that are switched in when a pass needs one that is not loaded (the profile's ``[qnn]`` section)."""
+
+    kind: Literal["qnn-switch"] = "qnn-switch"
+
+
 PrefillPolicy = Annotated[
-    EStreamPolicy | ResidentPolicy | NaivePolicy | LayerB2Policy | CPUPolicy | MmapPolicy,
+    EStreamPolicy | ResidentPolicy | NaivePolicy | LayerB2Policy | CPUPolicy | MmapPolicy | GPUResidentPolicy
+    | QNNSwitchPolicy,
     Field(discriminator="kind"),
 ]
 #: the policy models, in the union's order
 POLICY_MODELS: tuple[type[Frozen], ...] = get_args(get_args(PrefillPolicy)[0])
 #: the policies' ``kind`` values, in the union's order
 POLICY_NAMES: tuple[str, ...] = tuple(m.model_fields["kind"].default for m in POLICY_MODELS)
+#: what ``moesim compare`` runs when no --policies are given: EStream and the baselines of its own
+#: evaluation that moesim has always compared (the mobile-GPU and QNN baselines, gpu-resident and
+#: qnn-switch, need their own profile sections and are listed with --policies)
+COMPARE_DEFAULT_POLICIES: tuple[str, ...] = ("estream", "resident", "naive", "layer-b2", "cpu", "mmap")
 #: a policy name as a pydantic field type: the Literal of :data:`POLICY_NAMES` (``str`` to mypy,
 #: which cannot read a Literal built at run time)
 if TYPE_CHECKING:
@@ -98,7 +119,7 @@ def policy_options() -> dict[str, frozenset[str]]:
 
     >>> {name: sorted(kinds) for name, kinds in policy_options().items()}  # doctest: +NORMALIZE_WHITESPACE
     {'group_size': ['estream', 'naive'], 'banks': ['estream'], 'queue_depth': ['estream', 'layer-b2'],
-     'prefetch': ['estream'], 'ubatch_tokens': ['cpu', 'mmap']}
+     'prefetch': ['estream'], 'ubatch_tokens': ['cpu', 'gpu-resident', 'mmap']}
     """
     takes: dict[str, set[str]] = {}
     for model, kind in zip(POLICY_MODELS, POLICY_NAMES):

@@ -16,7 +16,7 @@ from moesim.cost.hvx import hvx_dequant_GBps_limit
 from moesim.errors import InputError
 from moesim.units import FP16_B, MiB
 
-__all__ = ["Backend", "UFSParams", "npu_backend", "cpu_backend", "ufs_params", "check_queue_depth"]
+__all__ = ["Backend", "UFSParams", "npu_backend", "cpu_backend", "gpu_backend", "ufs_params", "check_queue_depth"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +119,24 @@ def cpu_backend(p: MobileNPUProfile) -> Backend:
         attention_flop_per_ns=p.cpu.attention_GFLOPS,
         attention_on_vec=False,
         gemv_flop_per_ns=p.cpu.routed_gemv_GFLOPS,
+    )
+
+
+def gpu_backend(p: MobileNPUProfile) -> Backend:
+    """The mobile GPU (``[adreno]``) as the gpu-resident baseline runs it: every product, attention's
+    included, at the measured prefill rate ``adreno.gemm_GFLOPS`` (llama.cpp's OpenCL backend runs
+    them as fp16 matrix kernels), weights read from DRAM at ``adreno.weight_read_GBps`` overlapping
+    them; no per-kernel launch cost (none is published)."""
+    if p.adreno is None:
+        raise InputError("policy", f"gpu-resident needs an [adreno] section in profile {p.name} (the mobile GPU's "
+                         "measured rates); it has none", "gpu-resident")
+    return Backend(
+        name="gpu",
+        mat_flop_per_ns=p.adreno.require("gemm_GFLOPS", p.name),
+        weight_B_per_ns=p.adreno.require("weight_read_GBps", p.name),
+        elem_B_per_ns=p.memory.peak_bw_GBps,
+        tile_rows=1,
+        call_overhead_ns=0.0,
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from moesim.config.catalog import load_model
 from moesim.config.loading import validate_data
-from moesim.config.prefill import POLICY_NAMES, PrefillRun, build_policy
+from moesim.config.prefill import COMPARE_DEFAULT_POLICIES, POLICY_NAMES, PrefillRun, build_policy
 from moesim.config.profiles import phone_profile
 from moesim.errors import InputError, MoesimError
 from moesim.plotting import pyplot, save_figure
@@ -40,7 +40,7 @@ def bound_of(m: dict[str, Any]) -> str:
     over half of it; else, over the request, the storage if the engine waits on it for over half
     the run, both over a tenth, else the compute engine (with the busy shares)."""
     util = m["utilization"]
-    compute = util.get("npu", util.get("cpu", 0.0))
+    compute = util.get("npu", util.get("cpu", util.get("gpu", 0.0)))
     load = m["load_s"] if m["config"].get("ttft_from") == "launch" and m.get("load_s") else 0.0
     if m["ttft_s"] > 0 and load > 0.5 * m["ttft_s"]:
         return f"load ({load / m['ttft_s']:.0%} of the TTFT)"
@@ -123,7 +123,7 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
 
     The model, the device with the overrides and every run are checked before the first row
     runs: an error that every policy would meet is raised, not written into every row."""
-    chosen = list(policies or POLICY_NAMES)
+    chosen = list(policies or COMPARE_DEFAULT_POLICIES)
     for name in chosen:
         if name not in POLICY_NAMES:
             raise InputError("--policies", f"must be among {', '.join(POLICY_NAMES)}", name)
@@ -156,7 +156,7 @@ def plot_plane(rows: list[dict[str, Any]], path: str | Path, title: str) -> Path
     plt = pyplot("--plot", path)
     fig, ax = plt.subplots(figsize=(7.0, 5.0))
     lengths = sorted({r["tokens"] for r in rows})
-    markers = dict(zip(POLICY_NAMES, "osD^vP"))
+    markers = dict(zip(POLICY_NAMES, "osD^vP*X"))
     colours = plt.get_cmap("viridis")
     for i, n in enumerate(lengths):
         colour = colours(i / max(len(lengths) - 1, 1))

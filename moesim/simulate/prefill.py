@@ -19,7 +19,7 @@ from moesim.cost.coldstart import PricedLoad, price_load
 from moesim.cost.energy import RunActivity, activation_bytes_moved, energy_breakdown_j
 from moesim.cost.memory import MemoryBreakdown, arena_refusal, prefill_memory
 from moesim.cost.ops import layer_non_ffn, lm_head_op
-from moesim.cost.params import check_queue_depth, cpu_backend, npu_backend, ufs_params
+from moesim.cost.params import Backend, check_queue_depth, cpu_backend, gpu_backend, npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
 from moesim.cost.uncertainty import interval_over_budget, memory_interval_gib, time_interval_s
 from moesim.engine import Sim
@@ -35,6 +35,7 @@ from moesim.traces.trace import RoutingTrace
 from moesim.units import GiB, KiB, MiB
 from moesim.workloads.prefill import StreamMeasured, execute_stream_prefill
 from moesim.workloads.prefill_cpu import CPUMeasured, execute_cpu_prefill
+from moesim.workloads.prefill_qnn import execute_qnn_prefill
 
 __all__ = ["simulate_prefill", "simulate_routing", "routing_counts", "base_memory"]
 
@@ -52,7 +53,7 @@ def _non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRu
     runtime_B = int(device.memory.require("runtime_overhead_MiB", device.name) * MiB)
     n = run.tokens
     weights = plan_floor(plan_kind, model).resident_weights_B
-    if plan_kind in ("cpu", "mmap"):
+    if plan_kind in ("cpu", "mmap", "gpu-resident"):
         ub = getattr(run.policy, "ubatch_tokens", n)
         return prefill_memory(model, min(n, ub), weights_B=weights, arena_B=0, runtime_B=runtime_B,
                               routed_max=min(routed_max, ub), kv_tokens=n)
@@ -148,9 +149,11 @@ def _execute(sim: Sim, run: PrefillRun, model: ModelSpec, device: MobileNPUProfi
              routing: np.ndarray) -> StreamMeasured | CPUMeasured:
     """The SimPy processes of the plan's backend, run to the end."""
     plan = planned.plan
-    be = npu_backend(device) if plan.backend == "npu" else cpu_backend(device)
+    be = _backend(plan, device)
     ufs = ufs_params(device, into_arena=plan.io == "stream") if plan.io != "none" else None
     tail = lm_head_op(model, be)
+    if plan.qnn is not None:
+        return execute_qnn_prefill(sim, model, plan, be, tail)
     if plan.backend == "npu":
         non_ffn = [layer_non_ffn(model, run.tokens, layer, be) for layer in range(model.num_layers)]
         return execute_stream_prefill(sim, model, plan, be, ufs, non_ffn, tail)
@@ -161,6 +164,12 @@ def _execute(sim: Sim, run: PrefillRun, model: ModelSpec, device: MobileNPUProfi
     readahead_B = int(device.runtime.readahead_KiB * KiB)
     return execute_cpu_prefill(sim, model, plan, routing, be, ufs, readahead_B, cache_B, tail,
                                warm=run.page_cache == "warm")
+
+
+def _backend(plan: StreamPlan, device: MobileNPUProfile) -> Backend:
+    if plan.backend == "npu":
+        return npu_backend(device)
+    return gpu_backend(device) if plan.backend == "gpu" else cpu_backend(device)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,7 +260,7 @@ def _intervals(timing: _Timing, peak_gib: float, runtime_gib: float, device: Mob
     if u is None:
         return None, None
     t, util = timing.ttft_s, timing.utilization
-    compute = util.get("npu", util.get("cpu", 0.0)) * t
+    compute = util.get("npu", util.get("cpu", util.get("gpu", 0.0))) * t
     return time_interval_s(t, compute, util.get("ufs", 0.0) * t, u), memory_interval_gib(peak_gib, runtime_gib, u)
 
 
@@ -261,7 +270,7 @@ def _energy(timing: _Timing, request_interval: tuple[float, float] | None, devic
     90% interval from the request's time interval and the power ranges (low with low, high with
     high); a counted load adds its own activity at the same end."""
     power = device.power
-    if power is None:
+    if power is None or plan.backend == "gpu":   # the Adreno's power is not in the profile
         return None
     t, util = timing.ttft_s, timing.utilization
     passes = -(-tokens // plan.ubatch_tokens) if plan.backend == "cpu" and plan.ubatch_tokens else 1
@@ -351,6 +360,13 @@ def _stream_timing(plan: StreamPlan, m: StreamMeasured, model: ModelSpec, counts
     util = {"npu": m.busy_ns / end, "hmx": m.mat_busy_ns / end, "hvx": m.vec_busy_ns / end}
     if m.reads is not None:
         util["ufs"] = m.reads.busy_ns / end
+    if plan.qnn is not None:   # context switches: the NPU waits on each, nothing overlaps them
+        switch_s, busy_s = m.bubble_ns / 1e9, m.busy_ns / 1e9
+        return _Timing(ttft_s=m.end_ns / 1e9, bubble_share=m.bubble_ns / end, bubble_share_total=m.bubble_ns / end,
+                       io_bytes=io_B, io_amplification=io_B / active_B if active_B else 0.0, utilization=util,
+                       bounds_s={"io_only": switch_s, "compute_only": busy_s, "lower": max(switch_s, busy_s),
+                                 "serial": switch_s + busy_s},
+                       wasted_reads=0, max_reads_in_flight=m.reads.max_in_flight if m.reads is not None else 0)
     return _Timing(
         ttft_s=m.end_ns / 1e9,
         bubble_share=m.bubble_ns / m.expert_phase_ns if m.expert_phase_ns else 0.0,
@@ -364,7 +380,7 @@ def _stream_timing(plan: StreamPlan, m: StreamMeasured, model: ModelSpec, counts
 def _cpu_timing(plan: StreamPlan, m: CPUMeasured, model: ModelSpec, counts: np.ndarray) -> _Timing:
     end = max(m.end_ns, 1)
     active_B = int((counts > 0).sum()) * model.expert_bytes("q4_0")
-    util = {"cpu": m.busy_ns / end}
+    util: dict[str, float] = {plan.backend: m.busy_ns / end}
     if plan.io == "mmap":
         util["ufs"] = m.io_busy_ns / end
     compute = m.busy_ns

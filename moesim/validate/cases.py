@@ -13,6 +13,7 @@ def registry() -> list[Case]:
     from moesim.validate.estream import estream_cases
     from moesim.validate.hexagon import hexagon_cases
     from moesim.validate.host import host_cases
+    from moesim.validate.phones import phone_cases
     from moesim.validate.specdecode import specdecode_cases
 
-    return [*estream_cases(), *host_cases(), *hexagon_cases(), *specdecode_cases(), *decode_cases()]
+    return [*estream_cases(), *host_cases(), *hexagon_cases(), *specdecode_cases(), *decode_cases(), *phone_cases()]

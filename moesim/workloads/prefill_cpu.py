@@ -136,7 +136,7 @@ def run_cpu_prefill(sim: Sim, model: ModelSpec, plan: StreamPlan, experts: np.nd
                     ufs: UFSParams | None, readahead_B: int, cache_B: int | None,
                     tail: OpCost, warm: bool = False) -> tuple[CPUStats, ComputeUnit]:
     stats = CPUStats()
-    cpu = ComputeUnit(sim, "cpu", "cpu_mat", "cpu_vec")
+    cpu = ComputeUnit(sim, plan.backend, f"{plan.backend}_mat", f"{plan.backend}_vec")   # cpu, or gpu (gpu-resident)
     cache = warm_cache(model, plan, experts, cache_B) if warm and plan.io == "mmap" else _PageCache(cache_B)
     sim.env.process(_run(sim, model, plan, experts, be, ufs, readahead_B, cache, cpu, tail, stats))
     return stats, cpu

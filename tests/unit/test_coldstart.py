@@ -66,7 +66,8 @@ def test_each_policy_loads_its_resident_weights_by_its_runtimes_path() -> None:
     every, non_expert = olmoe.total_weight_bytes("q4_0"), olmoe.resident_non_expert_bytes("q4_0")
     expected = {"estream": ("direct", non_expert), "resident": ("page-cache", every),
                 "naive": ("direct", non_expert), "layer-b2": ("direct", non_expert),
-                "cpu": ("page-cache", every), "mmap": ("page-cache", non_expert)}
+                "cpu": ("page-cache", every), "mmap": ("page-cache", non_expert),
+                "gpu-resident": ("page-cache", every), "qnn-switch": ("page-cache", every)}
     assert set(expected) == set(POLICY_NAMES)
     for kind, (path, loaded) in expected.items():
         floor = plan_floor(kind, olmoe)

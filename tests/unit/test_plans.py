@@ -12,6 +12,9 @@ Derivations:
 - resident: every expert in DRAM, no reads, no arena.
 - cpu / mmap: llama.cpp-like CPU runtimes, 512-token micro-batches; mmap pages experts in on
   demand (one fault at a time), the CPU policy holds them resident.
+- gpu-resident: the CPU runtimes' micro-batches on the Adreno (backend gpu), every expert resident.
+- qnn-switch: QNN's static graphs on the HTP: a layer's 64 experts one group, nothing streamed (its
+  context switches are in ``plan.qnn``, tests/unit/test_baselines.py).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ PLANS = {
     "resident": ("none", "npu", 64, 0, 0, "eager", False, None, 1, 0),
     "cpu":      ("none", "cpu", 1, 0, 0, "eager", False, 512, 64, 0),
     "mmap":     ("mmap", "cpu", 1, 0, 1, "on-demand", True, 512, 64, 0),
+    "gpu-resident": ("none", "gpu", 1, 0, 0, "eager", False, 512, 64, 0),
+    "qnn-switch": ("none", "npu", 64, 0, 0, "eager", False, None, 1, 0),
 }
 
 

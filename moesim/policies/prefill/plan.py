@@ -16,19 +16,22 @@ from moesim.config.model import ModelSpec
 from moesim.config.prefill import (
     CPUPolicy,
     EStreamPolicy,
+    GPUResidentPolicy,
     LayerB2Policy,
     MmapPolicy,
     NaivePolicy,
     Prefetch,
     PrefillPolicy,
+    QNNSwitchPolicy,
     ResidentPolicy,
 )
 from moesim.cost.coldstart import LoadPath
 from moesim.cost.params import check_queue_depth
+from moesim.cost.qnn import QNNSchedule, qnn_schedule
 from moesim.errors import InputError
 from moesim.units import MiB
 
-__all__ = ["Group", "StreamPlan", "Gate", "PlanFloor", "plan_floor", "make_groups", "plan_prefill",
+__all__ = ["Group", "StreamPlan", "QNNSchedule", "Gate", "PlanFloor", "plan_floor", "make_groups", "plan_prefill",
            "default_group_size", "DEFAULT_BANKS", "MIN_GROUP_READ_B"]
 
 #: When a plan's reads may start: a prefetch point, or ``eager`` (as soon as a bank is free;
@@ -60,7 +63,7 @@ class Group:
 class StreamPlan:
     policy: str
     io: Literal["stream", "none", "mmap"]
-    backend: Literal["npu", "cpu"]
+    backend: Literal["npu", "cpu", "gpu"]
     group_size: int
     banks: int
     queue_depth: int
@@ -68,6 +71,7 @@ class StreamPlan:
     skip_inactive: bool
     layers: tuple[tuple[Group, ...], ...]    # per model layer; empty for dense layers
     ubatch_tokens: int | None = None
+    qnn: QNNSchedule | None = None    # qnn-switch: graph passes and context switches
 
     @property
     def bank_bytes(self) -> int:
@@ -96,17 +100,19 @@ class PlanFloor:
 def plan_floor(kind: str, model: ModelSpec) -> PlanFloor:
     """The floor of policy ``kind`` (Q4_0 weights; w is one expert, E a layer's experts):
 
-    - resident and cpu keep every weight resident (no arena);
+    - resident, cpu, gpu-resident and qnn-switch keep every weight resident (no arena; qnn-switch's
+      context binaries stay in DRAM, a switch re-creates one in the HTP's session);
     - the streaming policies and mmap keep the non-expert weights; the smallest arena is two
       one-expert banks for estream (one read overlaps one compute), one expert for naive, and
       two whole layers (2 w E) for layer-b2; mmap's page cache gets what is left (no arena);
     - the load reads the resident weights through the page cache for the llama.cpp-like
       runtimes (cpu: mmap with MAP_POPULATE; mmap; resident: fread, as llama.cpp's Hexagon
-      scripts load with --mmap 0), and with the streaming runtime's direct-I/O loader for
+      scripts load with --mmap 0; gpu-resident: llama.cpp's OpenCL load; qnn-switch: the context
+      binaries read as files), and with the streaming runtime's direct-I/O loader for
       estream, naive and layer-b2 (docs/background/prefill-model.md, "The measurement protocol").
     """
     w, e = model.expert_bytes("q4_0"), model.moe.num_routed_experts
-    every = kind in ("resident", "cpu")
+    every = kind in ("resident", "cpu", "gpu-resident", "qnn-switch")
     weights = model.total_weight_bytes("q4_0") if every else model.resident_non_expert_bytes("q4_0")
     streaming = kind in ("estream", "naive", "layer-b2")
     return PlanFloor(resident_weights_B=weights, min_arena_B={"estream": 2 * w, "naive": w, "layer-b2": 2 * w * e}
@@ -161,6 +167,11 @@ def _estream(cfg: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, cou
                       gate=cfg.prefetch, skip_inactive=True, layers=make_groups(model, counts, g))
 
 
+def _prompt_tokens(model: ModelSpec, counts: np.ndarray) -> int:
+    """The prompt length behind the routing counts: every token routes to top_k experts a layer."""
+    return int(counts[0].sum()) // model.moe.top_k if counts.shape[0] else 0
+
+
 def plan_prefill(policy: PrefillPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
                  arena_budget_B: int | None = None) -> StreamPlan:
     """The plan for ``policy``; ``arena_budget_B`` is what the budget leaves for expert banks."""
@@ -184,6 +195,14 @@ def plan_prefill(policy: PrefillPolicy, model: ModelSpec, device: MobileNPUProfi
         return StreamPlan(policy="cpu", io="none", backend="cpu", group_size=1, banks=0, queue_depth=0,
                           gate="eager", skip_inactive=False, layers=make_groups(model, counts, 1),
                           ubatch_tokens=policy.ubatch_tokens)
+    if isinstance(policy, GPUResidentPolicy):
+        return StreamPlan(policy="gpu-resident", io="none", backend="gpu", group_size=1, banks=0, queue_depth=0,
+                          gate="eager", skip_inactive=False, layers=make_groups(model, counts, 1),
+                          ubatch_tokens=policy.ubatch_tokens)
+    if isinstance(policy, QNNSwitchPolicy):
+        return StreamPlan(policy="qnn-switch", io="none", backend="npu", group_size=e, banks=0, queue_depth=0,
+                          gate="eager", skip_inactive=False, layers=make_groups(model, counts, e),
+                          qnn=qnn_schedule(model, device, _prompt_tokens(model, counts)))
     assert isinstance(policy, MmapPolicy)
     return StreamPlan(policy="mmap", io="mmap", backend="cpu", group_size=1, banks=0, queue_depth=1,
                       gate="on-demand", skip_inactive=True, layers=make_groups(model, counts, 1),

@@ -16,4 +16,5 @@ def registry() -> list[Case]:
     from moesim.validate.host import host_cases
     from moesim.validate.specdecode import specdecode_cases
 
-    return [*estream_cases(), *host_cases(), *hexagon_cases(), *specdecode_cases(), *decode_cases(), *gpu_device_cases()]
+    return [*estream_cases(), *host_cases(), *hexagon_cases(), *specdecode_cases(), *decode_cases(),
+            *gpu_device_cases()]

@@ -21,6 +21,8 @@ Figure conversions (the published setting, not a fit):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from moesim.config.catalog import load_model
 from moesim.config.device import GPUServerProfile
 from moesim.config.profiles import gpu_profile, override_profile
@@ -120,13 +122,15 @@ def gpu_device_cases() -> list[Case]:
              predict=lambda: batch_s_per_token("h100x8-fused", "gpt-oss-120b", 4)),
     ]
     # --- H100, weight-streaming bandwidth of the runtime (both forms keep the H200's 0.575) ---
+    def bw(device: str) -> Callable[[], float]:
+        return lambda: effective_bw_TBps(device)
     for device in ("h100x8-hf", "h100x8-fused"):
         cases.append(Case(name=f"gpu/{device}-mlp-weight-load-bw", reference=2.6,
                           source=f"{MIKAMIRAI}: MLP weight load 2.6 TB/s (78% of 3.35)", tolerance=_TOL,
                           tolerance_kind="relative", unit="TB/s", fitted_to=False,
-                          predict=lambda d=device: effective_bw_TBps(d), expect="miss", why=_BW_WHY))
+                          predict=bw(device), expect="miss", why=_BW_WHY))
         cases.append(Case(name=f"gpu/{device}-matrix-load-bw", reference=2.8,
                           source=f"{MIKAMIRAI}: coalesced matrix load 2.8 TB/s (84% of 3.35)", tolerance=_TOL,
                           tolerance_kind="relative", unit="TB/s", fitted_to=False,
-                          predict=lambda d=device: effective_bw_TBps(d), expect="miss", why=_BW_WHY))
+                          predict=bw(device), expect="miss", why=_BW_WHY))
     return cases

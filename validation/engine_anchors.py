@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from moesim.config.model import ModelSpec
 from moesim.config.specdecode import MTP_TOP1_LOGIT, DraftAccuracy, DraftTree, SpecDecodeRun
 from moesim.errors import MoesimError
 from moesim.simulate.specdecode import simulate_specdecode
-from moesim.validate.gpu_devices import batch_s_per_token, decode_s_per_token
+from moesim.validate.gpu_devices import batch_s_per_token, decode_s_per_token, deepseek_r1_nvfp4, mtp_tokens_per_s
 
 OUT = Path(__file__).with_name("engine_anchors.md")
 TRTLLM_BEST = ("NVIDIA/TensorRT-LLM docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md "
@@ -53,11 +54,19 @@ class Row:
     aic_note: str = ""
 
 
+#: the only published acceptance of an MTP-3 chain on DeepSeek-R1 (blog1, 'Autoregressive MTP Layers'):
+#: both moesim and aiconfigurator are given it for every MTP-3 row (it is a model property, not a GPU one)
+MTP3_ALPHA = 2.82
+BLOG1 = "NVIDIA/TensorRT-LLM tech_blog/blog1 (B200 min-latency), 'Autoregressive MTP Layers'"
+_DS_H200 = ["--model", "deepseek-ai/DeepSeek-R1", "--system", "h200_sxm", "--backend", "trtllm", "--tp", "8",
+            "--ep", "4", "--isl", "1024", "--osl", "2048", "--batch-size", "1"]
+_DS_B200 = ["--model", "nvidia/DeepSeek-V3.1-NVFP4", "--system", "b200_sxm", "--backend", "trtllm", "--tp", "8",
+            "--ep", "2", "--isl", "1024", "--osl", "2048", "--batch-size", "1"]
+
 ROWS = [
     Row("DeepSeek-R1 (FP8)", "TensorRT-LLM PyTorch, MTP 3, TP8 EP4, max batch 1, ISL 1K / OSL 2K", "8x H200",
         158.1, "158.1 tok/s/user", f"{TRTLLM_BEST}, 'H200 min-latency'", "mtp3:h200x8-fused", "deepseek-v3.1",
-        ["--model", "deepseek-ai/DeepSeek-R1", "--system", "h200_sxm", "--backend", "trtllm", "--tp", "8",
-         "--ep", "4", "--isl", "1024", "--osl", "2048", "--batch-size", "1", "--nextn", "3"]),
+        [*_DS_H200, "--nextn", "3"]),
     Row("DeepSeek-R1 (FP8)", "SGLang v0.4.3.post4, TP8, MTP flags", "8x H200", 45.0, "30-60 tok/s (a user's report)",
         "sgl-project/sglang #3956 (M)", "mtp3:h200x8-fused", "deepseek-v3.1", []),
     Row("gpt-oss-120b (MXFP4)", "vLLM, TP8, 1K/1K, concurrency 4 (the lowest in the sweep)", "8x H100",
@@ -72,11 +81,14 @@ ROWS = [
     Row("Qwen3-235B-A22B (BF16)", "SGLang 0.4.6.post1, TP8, 1-token prompt, 2048 generated", "8x H20",
         74.50 * 2048 / 2049, "74.50 tok/s", f"{QWEN}", "ar:h20x8-fused", "qwen3-235b-a22b", [],
         "no h20 system in its database"),
-    Row("DeepSeek-R1 (NVFP4)", "TensorRT-LLM, MTP 3, TP8 EP2, moe backend TRTLLM", "8x B200", 274.7,
-        "274.7 tok/s/user", f"{TRTLLM_BEST}, 'B200 min-latency'", "", "deepseek-v3.1",
-        ["--model", "nvidia/DeepSeek-V3.1-NVFP4", "--system", "b200_sxm", "--backend", "trtllm", "--tp", "8",
-         "--ep", "2", "--isl", "1024", "--osl", "2048", "--batch-size", "1", "--nextn", "3"],
-        "DeepSeek-V3.1-NVFP4 config (same architecture as R1)"),
+    Row("DeepSeek-R1 (NVFP4 FFN)", "TensorRT-LLM, no MTP (at the MTP study)", "8x B200", 111.0, "111 tok/s/user",
+        BLOG1, "ar:b200x8-fused", "deepseek-r1-nvfp4", _DS_B200, "DeepSeek-V3.1-NVFP4 config (R1's architecture)"),
+    Row("DeepSeek-R1 (NVFP4 FFN)", "TensorRT-LLM, MTP 3, acceptance 2.82", "8x B200", 253.0, "253 tok/s/user",
+        BLOG1, "mtp3:b200x8-fused", "deepseek-r1-nvfp4", [*_DS_B200, "--nextn", "3"],
+        "DeepSeek-V3.1-NVFP4 config (R1's architecture)"),
+    Row("DeepSeek-R1 (NVFP4 FFN)", "TensorRT-LLM, MTP 3, TP8 EP2, moe backend TRTLLM (later build)", "8x B200",
+        274.7, "274.7 tok/s/user", f"{TRTLLM_BEST}, 'B200 min-latency'", "mtp3:b200x8-fused", "deepseek-r1-nvfp4",
+        [*_DS_B200, "--nextn", "3"], "DeepSeek-V3.1-NVFP4 config (R1's architecture)"),
 ]
 
 
@@ -96,17 +108,25 @@ def mtp3_run(device: str, model: str) -> dict[str, Any]:
             "ar_tokens_per_s": float(m["ar"]["tokens_per_s"]), "how": how}
 
 
+def _model(name: str) -> str | ModelSpec:
+    return deepseek_r1_nvfp4() if name == "deepseek-r1-nvfp4" else name
+
+
 def predict(row: Row) -> dict[str, Any]:
-    if not row.moesim:
-        return {"tokens_per_s": None, "how": "not run: no B200 profile in this branch"}
     kind, device, *rest = row.moesim.split(":")
     if kind == "mtp3":
-        return mtp3_run(device, row.moesim_model)
+        out = {"tokens_per_s": mtp_tokens_per_s(device, _model(row.moesim_model), 3, MTP3_ALPHA), "alpha": MTP3_ALPHA,
+               "how": f"MTP-3 step in closed form at the published acceptance {MTP3_ALPHA}"}
+        if row.moesim_model == "deepseek-v3.1":
+            sim = mtp3_run(device, row.moesim_model)
+            out["how"] += (f"; the simulated {sim['how']} gives alpha {sim['alpha']:.3f} and "
+                           f"{sim['tokens_per_s']:.1f} tok/s (AR {sim['ar_tokens_per_s']:.1f})")
+        return out
     if kind == "batch4":
         return {"tokens_per_s": 1.0 / batch_s_per_token(device, row.moesim_model, 4),
                 "how": "4-token forward, union of 4 uniform top-k draws"}
     gpus = int(rest[0]) if rest else None
-    return {"tokens_per_s": 1.0 / decode_s_per_token(device, row.moesim_model, gpus),
+    return {"tokens_per_s": 1.0 / decode_s_per_token(device, _model(row.moesim_model), gpus),
             "how": "batch-1 AR" + (f" on {gpus} GPU(s) (gpu.gpus_count override)" if gpus else "")}
 
 
@@ -123,7 +143,7 @@ def run_aic(args: list[str], alpha: float | None) -> tuple[float | None, str]:
     full = [*args]
     if "--nextn" in full:
         if alpha is None:
-            return None, "needs an acceptance (moesim gave none)"
+            return None, "needs an acceptance"
         full += ["--nextn-accepted", f"{alpha - 1.0:.4f}"]
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run([*cmd, "cli", "estimate", "--estimate-mode", "agg", *full, "--save-dir", tmp],
@@ -150,29 +170,23 @@ def table(use_aic: bool = True) -> str:
     lines = ["| model | engine, config | GPUs | published | moesim fused what-if | moesim / published | "
              "aiconfigurator | aic / published | source |", "|---|---|---|---|---|---|---|---|---|"]
     notes: list[str] = []
-    mtp_alpha: float | None = None
     for i, row in enumerate(ROWS, 1):
         m = predict(row)
-        if row.moesim.startswith("mtp3") and "alpha" in m:
-            mtp_alpha = m["alpha"]
-            notes.append(f"row {i}: moesim {m['how']}: alpha {m['alpha']:.3f}, AR {m['ar_tokens_per_s']:.1f} tok/s")
-        else:
-            notes.append(f"row {i}: moesim {m['how']}")
+        notes.append(f"row {i}: moesim {row.moesim.split(':')[1]}: {m['how']}")
         ours = m["tokens_per_s"]
         if not row.aic:
             aic, why = None, f"not covered: {row.aic_note}" if row.aic_note else "not run (no config published)"
         elif not use_aic:
             aic, why = None, "not run (--no-aic)"
         else:
-            aic, why = run_aic(row.aic, m.get("alpha", mtp_alpha))
+            aic, why = run_aic(row.aic, m.get("alpha"))
             if row.aic_note:
                 notes.append(f"row {i}: aiconfigurator {row.aic_note}")
-            if "--nextn" in row.aic and aic is not None:
-                notes.append(f"row {i}: aiconfigurator nextn 3 with nextn_accepted = moesim's alpha - 1 "
-                             f"({(m.get('alpha', mtp_alpha) or 0.0) - 1.0:.3f}: the same acceptance for both)")
         lines.append(f"| {row.model} | {row.engine} | {row.gpus} | {row.published_text} | {_fmt(ours)} | "
                      f"{_fmt(None if ours is None else ours / row.published, 2)} | {_fmt(aic) if aic else why} | "
                      f"{_fmt(None if aic is None else aic / row.published, 2)} | {row.source} |")
+    notes.append(f"aiconfigurator's MTP-3 rows run with --nextn 3 --nextn-accepted {MTP3_ALPHA - 1.0:.2f} (the "
+                 f"published acceptance {MTP3_ALPHA} less the bonus token): both tools get the same acceptance")
     return "\n".join([f"aiconfigurator: {version}; rates in tokens/s per user (batch 1 unless stated).", "",
                       *lines, "", *[f"- {n}" for n in notes]]) + "\n"
 

@@ -25,19 +25,40 @@ from collections.abc import Callable
 
 from moesim.config.catalog import load_model
 from moesim.config.device import GPUServerProfile
+from moesim.config.formats import WeightFormat
+from moesim.config.model import ModelSpec, WeightRecipe
 from moesim.config.profiles import gpu_profile, override_profile
-from moesim.cost.verify import ar_time, forward_time, verify_params
+from moesim.cost.verify import ar_time, draft_time_estimate, forward_time, verify_params
 from moesim.validate.registry import Case
 
-__all__ = ["gpu_device_cases", "decode_s_per_token", "batch_s_per_token", "effective_bw_TBps", "QWEN_BENCH",
-           "INFERENCEX_828", "MIKAMIRAI"]
+__all__ = ["gpu_device_cases", "decode_s_per_token", "batch_s_per_token", "effective_bw_TBps", "mtp_tokens_per_s",
+           "deepseek_r1_nvfp4", "QWEN_BENCH", "INFERENCEX_828", "MIKAMIRAI", "TRTLLM_BLOG1"]
 
 QWEN_BENCH = ("QwenLM/Qwen3 docs/source/getting_started/speed_benchmark.md (commit 7a2f61ff), batch 1, "
               "1-token prompt, 2048 generated")
 INFERENCEX_828 = ("SemiAnalysisAI/InferenceX issue #828, vLLM TP8 MXFP4, 'Concurrency Scaling' table, "
                   "concurrency 4 (the lowest in the sweep)")
 MIKAMIRAI = "mikamirai.com 'GPU Memory Bandwidth' (2026), Nsight on H100 SXM inference kernels (L: one blog)"
+TRTLLM_BLOG1 = ("NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/blog1_Pushing_Latency_Boundaries_Optimizing_DeepSeek-"
+                "R1_Performance_on_NVIDIA_B200_GPUs.md (stored 01c4ece9), 'Autoregressive MTP Layers' table: 8x B200, "
+                "batch 1, ISL 1K / OSL 2K, MoE and dense FFN NVFP4, attention BF16")
 _TOL = 0.25
+
+
+def deepseek_r1_nvfp4() -> ModelSpec:
+    """DeepSeek-R1 as TensorRT-LLM ran it on B200 (blog1 'Precision Strategy'): MoE and dense FFN weights
+    NVFP4, attention, router and the rest BF16. NVFP4 (4-bit values + one FP8 scale per 16) takes 4.5
+    bits a weight, the bytes of Q4_0 (4-bit values + one FP16 scale per 32), which stands in for it here.
+    The architecture is DeepSeek-V3's (R1 and V3.1 share it)."""
+    base = load_model("deepseek-v3.1")
+    fp4 = WeightFormat.Q4_0
+    recipe = WeightRecipe(default=WeightFormat.BF16, expert=fp4, shared_expert=fp4, dense_ffn=fp4)
+    return base.model_copy(update={"name": "deepseek-r1-nvfp4", "display_name": "DeepSeek-R1 (NVFP4 FFN)",
+                                   "native_formats": recipe})
+
+
+def _spec(model: str | ModelSpec) -> ModelSpec:
+    return model if isinstance(model, ModelSpec) else load_model(model)
 
 
 def _profile(device: str, gpus: int | None = None) -> GPUServerProfile:
@@ -49,15 +70,28 @@ def _profile(device: str, gpus: int | None = None) -> GPUServerProfile:
     return changed
 
 
-def decode_s_per_token(device: str, model: str, gpus: int | None = None) -> float:
+def decode_s_per_token(device: str, model: str | ModelSpec, gpus: int | None = None) -> float:
     """Seconds per token of batch-1 autoregressive decoding on ``device`` (optionally on ``gpus`` GPUs)."""
-    return ar_time(verify_params(_profile(device, gpus), load_model(model)))
+    return ar_time(verify_params(_profile(device, gpus), _spec(model)))
 
 
-def batch_s_per_token(device: str, model: str, batch: int) -> float:
+def mtp_tokens_per_s(device: str, model: str | ModelSpec, drafts: int, alpha: float) -> float:
+    """Tokens per second of an MTP chain of ``drafts`` draft tokens at the published mean accepted
+    length ``alpha``: one step is ``drafts`` draft forwards (one decoder layer + the LM head each,
+    :func:`moesim.cost.verify.draft_time_estimate`) and a verification forward over ``drafts + 1``
+    tokens whose per-layer union is that of independent uniform top-k draws."""
+    spec = _spec(model)
+    p = verify_params(_profile(device), spec)
+    n, k, tokens = spec.moe.num_routed_experts, spec.moe.top_k, drafts + 1
+    union = n * (1.0 - (1.0 - k / n) ** tokens)
+    step = float(forward_time(p, p.n_moe_layers * union, tokens)) + draft_time_estimate(p, drafts)
+    return alpha / step
+
+
+def batch_s_per_token(device: str, model: str | ModelSpec, batch: int) -> float:
     """Seconds per decode step of ``batch`` requests (each gets one token a step): one forward over
     ``batch`` tokens whose per-layer union is that of ``batch`` independent uniform top-k draws."""
-    spec = load_model(model)
+    spec = _spec(model)
     p = verify_params(_profile(device), spec)
     n, k = spec.moe.num_routed_experts, spec.moe.top_k
     union = n * (1.0 - (1.0 - k / n) ** batch)
@@ -78,7 +112,8 @@ _HF_LOOP_WHY = ("Transformers 4.51.3's Qwen3-MoE block loops over all 128 expert
                 "issue 26 item 2 are the fix (docs/specdecode.md, 'Production engines')")
 _BW_WHY = ("hbm_efficiency_ratio 0.575 is kept from the H200 (BRIEF's STREAM-like 2.76 TB/s); production kernels on "
            "H100 stream weights at 78-84% of 3.35 TB/s and BabelStream reaches 95%: the H200 figure, whose source "
-           "is not given, is the low outlier (specdecode-evidence.md section 5)")
+           "is not given, is the low outlier (docs/background/specdecode-evidence.md section 5; docs/specdecode.md, "
+           "'Production engines')")
 
 
 def gpu_device_cases() -> list[Case]:
@@ -102,14 +137,16 @@ def gpu_device_cases() -> list[Case]:
                     "(= 7.29 ms per token)", tolerance=_TOL, tolerance_kind="relative", unit="s", fitted_to=False,
              predict=lambda: decode_s_per_token("h20x8-fused", "qwen3-30b-a3b", gpus=1), expect="miss",
              why="predicted 5.47 ms, 25.0% under (just outside 25%): the assumed 1 ms per step and 30 us per layer "
-                 "of the fused what-if are below SGLang 0.4.6's batch-1 overheads on this GPU; kept, not tuned"),
+                 "of the fused what-if are below SGLang 0.4.6's batch-1 overheads on this GPU; kept, not tuned "
+                 "(docs/specdecode.md, 'Production engines')"),
         Case(name="gpu/h20x8-fused-qwen3-235b-a22b-tp8-s-per-token", reference=rate(74.50),
              source=f"{QWEN_BENCH}: Qwen3-235B-A22B BF16, SGLang 0.4.6.post1, 8x H20 TP=8: 74.50 tokens/s "
                     "(= 13.4 ms per token)", tolerance=_TOL, tolerance_kind="relative", unit="s", fitted_to=False,
              predict=lambda: decode_s_per_token("h20x8-fused", "qwen3-235b-a22b"), expect="miss",
              why="predicted 6.9 ms, about half: at TP=8 each of the 94 layers pays 2 NCCL all-reduces of a few KB, "
                  "measured at 20-25 us each on 8x H100 (marin-community/marin #6736, specdecode-evidence.md "
-                 "'Not found') where the what-if assumes 6 us: about 3 ms more a token, plus SGLang's step overhead"),
+                 "'Not found') where the what-if assumes 6 us: about 3 ms more a token, plus SGLang's step overhead "
+                 "(docs/specdecode.md, 'Production engines')"),
         # --- H100, fused engine (h100x8-fused vs vLLM) ---
         Case(name="gpu/h100x8-fused-gpt-oss-120b-conc4-1k1k-tpot", reference=3.72e-3,
              source=f"{INFERENCEX_828}: gpt-oss-120b 1K/1K, TPOT 3.72 ms", tolerance=_TOL,
@@ -120,6 +157,29 @@ def gpu_device_cases() -> list[Case]:
                     "length: the KV bytes are small next to the weights at batch 4)", tolerance=_TOL,
              tolerance_kind="relative", unit="s", fitted_to=False,
              predict=lambda: batch_s_per_token("h100x8-fused", "gpt-oss-120b", 4)),
+    ]
+    # --- B200, fused engine (b200x8-fused vs TensorRT-LLM) ---
+    why_fixed = ("TensorRT-LLM's batch-1 layer runs 13 modules (blog1 'Everything in One Diagram': Fuse_A GEMM, "
+                 "RMSNorms, MLA, 2 fused all-reduces, router, shared and grouped experts) where the what-if assumes "
+                 "30 us a layer and 1 ms a step. The MTP rows land closer partly by compensation: moesim's draft "
+                 "estimate charges each draft forward the full 1 ms step cost, which a CUDA-graphed engine step "
+                 "does not pay (docs/specdecode.md, 'Production engines')")
+    cases += [
+        Case(name="gpu/b200x8-fused-deepseek-r1-nvfp4-ar-tokens-per-s", reference=111.0,
+             source=f"{TRTLLM_BLOG1}: without MTP 111 TPS/user", tolerance=_TOL, tolerance_kind="relative",
+             unit="tok/s", fitted_to=False,
+             predict=lambda: 1.0 / decode_s_per_token("b200x8-fused", deepseek_r1_nvfp4()),
+             expect="miss", why=why_fixed),
+        Case(name="gpu/b200x8-fused-deepseek-r1-nvfp4-mtp1-tokens-per-s", reference=198.0,
+             source=f"{TRTLLM_BLOG1}: MTP 1, acceptance 1.92, 198 TPS/user (predicted at that acceptance)",
+             tolerance=_TOL, tolerance_kind="relative", unit="tok/s", fitted_to=False,
+             predict=lambda: mtp_tokens_per_s("b200x8-fused", deepseek_r1_nvfp4(), 1, 1.92), expect="miss",
+             why=why_fixed),
+        Case(name="gpu/b200x8-fused-deepseek-r1-nvfp4-mtp3-tokens-per-s", reference=253.0,
+             source=f"{TRTLLM_BLOG1}: MTP 3, acceptance 2.82, 253 TPS/user (predicted at that acceptance; the pass "
+                    "is partly compensation between an underestimated verification and an overestimated draft)",
+             tolerance=_TOL, tolerance_kind="relative", unit="tok/s", fitted_to=False,
+             predict=lambda: mtp_tokens_per_s("b200x8-fused", deepseek_r1_nvfp4(), 3, 2.82)),
     ]
     # --- H100, weight-streaming bandwidth of the runtime (both forms keep the H200's 0.575) ---
     def bw(device: str) -> Callable[[], float]:

@@ -19,7 +19,7 @@ def test_pairs_share_hardware_and_differ_in_runtime(hf: str, fused: str) -> None
     assert (a.runtime.kind, b.runtime.kind) == ("transformers-loop", "fused-moe")
 
 
-@pytest.mark.parametrize("name", [n for p in PAIRS for n in p])
+@pytest.mark.parametrize("name", [*(n for p in PAIRS for n in p), "b200x8-fused"])
 def test_every_number_has_a_sourced_provenance(name: str) -> None:
     prof = load_profile(name)
     for sec in prof.sections().values():
@@ -54,7 +54,7 @@ def test_held_out_cases_run_and_match_their_records() -> None:
         assert not r.fitted_to
         dev = c.name.split("/")[1].split("-")[0]
         per_device[dev] = per_device.get(dev, 0) + 1
-    for name in ("h100x8", "h20x8"):
+    for name in ("h100x8", "h20x8", "b200x8"):
         assert per_device[name] >= 2
 
 
@@ -63,3 +63,18 @@ def test_the_gpu_count_of_a_figure_matters_for_tensor_parallel_only() -> None:
     eight = decode_s_per_token("h20x8-fused", "qwen3-30b-a3b")
     assert one > eight
     assert decode_s_per_token("h20x8-hf", "qwen3-30b-a3b", gpus=1) == decode_s_per_token("h20x8-hf", "qwen3-30b-a3b")
+
+
+def test_b200_fused_runtime_is_the_h200_what_if() -> None:
+    h200, b200 = load_profile("h200x8-fused"), load_profile("b200x8-fused")
+    assert isinstance(h200, GPUServerProfile) and isinstance(b200, GPUServerProfile)
+    assert b200.runtime.model_dump(exclude={"provenance"}) == h200.runtime.model_dump(exclude={"provenance"})
+    assert b200.gpu.pending() == ["hbm_measured_read_bw_TBps", "hbm_measured_triad_bw_TBps"]
+
+
+def test_nvfp4_stand_in_has_nvfp4_bytes() -> None:
+    from moesim.validate.gpu_devices import deepseek_r1_nvfp4
+
+    spec = deepseek_r1_nvfp4()
+    weights = sum(t.weights for t in spec.expert_tensors())
+    assert spec.expert_bytes() * 8 / weights == pytest.approx(4.5)       # 4 bits + an 8-bit scale per 16

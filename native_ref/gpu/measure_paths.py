@@ -17,7 +17,8 @@ Measures (JSON on stdout, or ``--out``):
         routing weights dense (cost independent of U).
 ``--refit FILE`` writes a profile what-if: the base profile (``device_profiles/BASE.toml``) with
 ``runtime.per_active_expert_us`` and ``runtime.per_layer_fixed_us`` from a linear fit
-``t = a + b x U`` of one path (``--path``, default the Qwen3 hit loop), provenance
+``t = a + b x U`` of one path (``--path``, default the Qwen3 hit loop) over its verification
+forwards (a 1-token forward always hits k experts), provenance
 "measured: ... FILE". This is measurement code: moesim never imports it; torch is imported only
 when measuring, so the pure parts (arguments, shapes, the JSON schema, the fit) run without it.
 """
@@ -51,13 +52,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--paths", default=",".join(PATHS), help="comma-separated subset of " + ", ".join(PATHS))
     ap.add_argument("--tokens", default="1,5", help="tokens per forward (1 = AR; 5 = gamma 4 + root)")
-    ap.add_argument("--unions", default="8,16,24,32", help="experts hit per layer (>= top_k, <= experts)")
+    ap.add_argument("--unions", default="8,16,24,32", help="experts hit per layer, clipped per forward to "
+                    "[top_k, min(tokens x top_k, experts)]")
     ap.add_argument("--layers", type=int, default=2, help="copies of the layer run back to back (>= 1)")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--scale", type=int, default=1, help="divide hidden/inter by this (smoke tests on a CPU)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--refit", type=Path, default=None, help="a JSON this script wrote: write a profile what-if")
     ap.add_argument("--path", default="qwen3-hit-loop", choices=PATHS, help="the path --refit fits")
+    ap.add_argument("--fit-tokens", type=int, default=0, help="the forwards --refit fits (0: the most tokens)")
     ap.add_argument("--base", default="h200x8-hf", help="the profile --refit starts from")
     ap.add_argument("--name", default=None, help="the new profile's name (default BASE-measured)")
     ap.add_argument("--profiles-dir", type=Path, default=Path(__file__).resolve().parents[2] / "device_profiles")
@@ -110,15 +113,19 @@ def fit_linear(rows: list[dict[str, Any]], path: str, tokens: int) -> tuple[floa
     return mt - b * mu, b
 
 
-def refit(doc: dict[str, Any], src: Path, base: Path, out: Path, name: str, path: str) -> tuple[float, float]:
-    """Write ``out``: ``base`` with the fitted per-layer and per-expert costs of ``path`` (AR rows,
-    1 token) as a what-if, provenance naming ``src``. Returns (per_layer_us, per_expert_us)."""
+def refit(doc: dict[str, Any], src: Path, base: Path, out: Path, name: str, path: str,
+          tokens: int = 0) -> tuple[float, float]:
+    """Write ``out``: ``base`` with the fitted per-layer and per-expert costs of ``path`` as a what-if,
+    provenance naming ``src``. The fit uses the rows of ``tokens`` tokens (0: the most measured, a
+    verification forward: a 1-token forward always hits exactly k experts, so it cannot separate the
+    two costs). Returns (per_layer_us, per_expert_us)."""
     import tomlkit
 
     from moesim.calibrate.profile_edit import set_profile_value
 
     check_result(doc)
-    a, b = fit_linear(doc["paths"], path, 1)
+    tokens = tokens or max(int(r["tokens"]) for r in doc["paths"] if r["path"] == path)
+    a, b = fit_linear(doc["paths"], path, tokens)
     if a <= 0 or b <= 0:
         raise ValueError(f"refit: {path} gives per-layer {a:.3g} us and per-expert {b:.3g} us; both must be > 0")
     shutil.copyfile(base, out)
@@ -126,7 +133,8 @@ def refit(doc: dict[str, Any], src: Path, base: Path, out: Path, name: str, path
     text["name"] = name
     text["display_name"] = f"{text['display_name']} (measured {path} on {doc['device']})"
     out.write_text(tomlkit.dumps(text))
-    note = f"measured: native_ref/gpu/measure_paths.py {path} on {doc['device']} ({src.name}), fit t = a + b x U"
+    note = (f"measured: native_ref/gpu/measure_paths.py {path} on {doc['device']} ({src.name}), fit t = a + b x U "
+            f"on {tokens}-token forwards")
     set_profile_value(out, "runtime", "per_layer_fixed_us", round(a, 4), note + ": a")
     set_profile_value(out, "runtime", "per_active_expert_us", round(b, 4), note + ": b")
     return a, b
@@ -182,9 +190,8 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
         w13 = [torch.randn(e, 2 * i, h, device=dev, dtype=dtype) * 0.02 for _ in range(a.layers)]
         w2 = [torch.randn(e, h, i, device=dev, dtype=dtype) * 0.02 for _ in range(a.layers)]
         for tokens in a.token_list:
-            for union in a.union_list:
-                if not k <= union <= min(e, tokens * k):
-                    continue
+            # a forward of T tokens hits between k and min(T x k, E) experts: the unions asked for, clipped
+            for union in sorted({min(max(u, k), tokens * k, e) for u in a.union_list}):
                 route = torch.tensor(_routing(e, tokens, k, union, seed=union), device=dev)
                 weights = torch.full((tokens, k), 1.0 / k, device=dev, dtype=dtype)
                 hs = torch.randn(tokens, h, device=dev, dtype=dtype)
@@ -235,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
             doc = json.loads(a.refit.read_text())
             name = a.name or f"{a.base}-measured"
             out = a.out or a.profiles_dir / f"{name}.toml"
-            per_layer, per_expert = refit(doc, a.refit, a.profiles_dir / f"{a.base}.toml", out, name, a.path)
+            per_layer, per_expert = refit(doc, a.refit, a.profiles_dir / f"{a.base}.toml", out, name, a.path,
+                                          a.fit_tokens)
         except (OSError, ValueError) as exc:
             print(f"measure_paths: {exc}", file=sys.stderr)
             return 2

@@ -32,8 +32,9 @@ def _doc(rows: list[dict[str, object]]) -> dict[str, object]:
 
 
 def _rows(a: float, b: float) -> list[dict[str, object]]:
-    return [{"path": "qwen3-hit-loop", "model": "qwen3-235b-a22b", "tokens": 1, "union": u, "layer_us": a + b * u}
-            for u in (8, 16, 24)]
+    return [{"path": "qwen3-hit-loop", "model": "qwen3-235b-a22b", "tokens": 5, "union": u, "layer_us": a + b * u}
+            for u in (8, 16, 24)] + [{"path": "qwen3-hit-loop", "model": "qwen3-235b-a22b", "tokens": 1, "union": 8,
+                                      "layer_us": 2 * a}]     # an AR row: one union only, not used by the fit
 
 
 def test_shapes_are_the_catalog_models() -> None:
@@ -64,10 +65,10 @@ def test_schema_check_names_the_broken_field() -> None:
 
 
 def test_fit_recovers_a_line_and_needs_two_unions() -> None:
-    a, b = mp.fit_linear(_rows(1700.0, 110.0), "qwen3-hit-loop", 1)
+    a, b = mp.fit_linear(_rows(1700.0, 110.0), "qwen3-hit-loop", 5)
     assert a == pytest.approx(1700.0) and b == pytest.approx(110.0)
     with pytest.raises(ValueError, match="2 distinct unions"):
-        mp.fit_linear(_rows(1.0, 1.0)[:1], "qwen3-hit-loop", 1)
+        mp.fit_linear(_rows(1.0, 1.0), "qwen3-hit-loop", 1)          # 1-token forwards hit k experts only
 
 
 def test_refit_writes_a_loadable_profile_with_measured_provenance(tmp_path: Path) -> None:
@@ -93,9 +94,11 @@ def test_refit_of_a_bad_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pyte
 def test_measures_on_a_cpu_when_torch_is_installed() -> None:
     pytest.importorskip("torch", reason="PyTorch is not installed (the GPU harness is optional)")
     doc = mp.measure(mp.parse_args(["--device", "cpu", "--scale", "64", "--layers", "1", "--repeats", "1",
-                                    "--tokens", "5", "--unions", "8,16"]))
+                                    "--tokens", "1,5", "--unions", "8,16"]))
     mp.check_result(doc)
     assert {r["path"] for r in doc["paths"]} == set(mp.PATHS)
+    ar = {r["path"]: r["union"] for r in doc["paths"] if r["tokens"] == 1}
+    assert ar == {p: mp.SHAPES[p]["top_k"] for p in mp.PATHS}      # a 1-token forward hits exactly k
 
 
 def test_measures_on_cuda_when_a_gpu_is_lent() -> None:

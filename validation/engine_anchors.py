@@ -153,7 +153,8 @@ def run_aic(args: list[str], alpha: float | None) -> tuple[float | None, str]:
     if proc.returncode != 0 or match is None:
         last = [ln for ln in text.splitlines() if ln.strip()][-1:] or ["no output"]
         return None, f"failed: {last[0][:120]}"
-    return float(match.group(1)), ""
+    db = re.search(r"Loading database for system='([^']+)', backend='([^']+)', version='([^']+)'", text)
+    return float(match.group(1)), (f"database {db.group(1)} {db.group(2)} {db.group(3)}" if db else "")
 
 
 def _fmt(x: float | None, digits: int = 1) -> str:
@@ -180,8 +181,8 @@ def table(use_aic: bool = True) -> str:
             aic, why = None, "not run (--no-aic)"
         else:
             aic, why = run_aic(row.aic, m.get("alpha"))
-            if row.aic_note:
-                notes.append(f"row {i}: aiconfigurator {row.aic_note}")
+            if aic is not None:
+                notes.append(f"row {i}: aiconfigurator {', '.join(x for x in (row.aic_note, why) if x)}")
         lines.append(f"| {row.model} | {row.engine} | {row.gpus} | {row.published_text} | {_fmt(ours)} | "
                      f"{_fmt(None if ours is None else ours / row.published, 2)} | {_fmt(aic) if aic else why} | "
                      f"{_fmt(None if aic is None else aic / row.published, 2)} | {row.source} |")

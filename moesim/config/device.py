@@ -291,8 +291,9 @@ class GPUSection(Section):
     sm_count: PositiveInt
     hbm_capacity_GiB: PositiveFloat
     hbm_peak_bw_TBps: PositiveFloat
-    hbm_measured_read_bw_TBps: PositiveFloat
-    hbm_measured_triad_bw_TBps: PositiveFloat
+    # a STREAM-like measurement exists for some GPUs only (none public for H20): pending elsewhere
+    hbm_measured_read_bw_TBps: PositiveFloat | None = None
+    hbm_measured_triad_bw_TBps: PositiveFloat | None = None
     bf16_dense_TFLOPS: PositiveFloat
     fp8_dense_TFLOPS: PositiveFloat
     nvlink_bw_GBps: PositiveFloat
@@ -300,7 +301,7 @@ class GPUSection(Section):
     @model_validator(mode="after")
     def _measured_below_peak(self) -> GPUSection:
         for name in ("hbm_measured_read_bw_TBps", "hbm_measured_triad_bw_TBps"):
-            if getattr(self, name) > self.hbm_peak_bw_TBps:
+            if getattr(self, name) is not None and getattr(self, name) > self.hbm_peak_bw_TBps:
                 raise ValueError(f"{name} must be <= hbm_peak_bw_TBps ({self.hbm_peak_bw_TBps}), "
                                  f"got {getattr(self, name)}")
         if self.fp8_dense_TFLOPS < self.bf16_dense_TFLOPS:

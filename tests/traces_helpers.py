@@ -95,3 +95,16 @@ def random_trace(model_name: str, tokens: int, segments: list[int], seed: int = 
     rng = np.random.default_rng(seed)
     e = topk_ids(rng, (tokens, model.num_moe_layers), model.moe.num_routed_experts, model.moe.top_k)
     return make_trace(e, segments, model=model_name)
+
+
+def load_script(path: Path, name: str) -> Any:
+    """Import a script that is not a package module (under validation/ or native_ref/) by its path."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

@@ -14,7 +14,7 @@ from moesim.calibrate.dense_anchor import DenseDecode
 from moesim.config.model import GQAttention, ModelSpec
 from moesim.errors import InputError
 
-__all__ = ["BenchModel", "BENCH_MODELS", "bench_model"]
+__all__ = ["BenchModel", "BENCH_MODELS", "DENSE_MODELS", "bench_model"]
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,26 @@ def _dense(name: str, repo: str, layers: int, hidden: int, heads: int, kv: int, 
     return BenchModel(spec, ffn)
 
 
-#: llama-bench model_type (less the quantisation) -> shape (config.json of each repository)
-BENCH_MODELS = {
-    "qwen3 0.6B": _dense("qwen3-0.6b", "Qwen/Qwen3-0.6B", 28, 1024, 16, 8, 128, 3072, 151936, True),
-    "qwen3 1.7B": _dense("qwen3-1.7b", "Qwen/Qwen3-1.7B", 28, 2048, 16, 8, 128, 6144, 151936, True),
-    "qwen3 4B": _dense("qwen3-4b", "Qwen/Qwen3-4B", 36, 2560, 32, 8, 128, 9728, 151936, True),
-    "qwen3 8B": _dense("qwen3-8b", "Qwen/Qwen3-8B", 36, 4096, 32, 8, 128, 12288, 151936, False),
-    "llama 1B": _dense("llama-3.2-1b", "meta-llama/Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, True),
-}
+#: moesim's name -> a dense decoder's shape (config.json of each repository): the models that llama-bench
+#: logs and the device cases (moesim.validate.phones) price
+DENSE_MODELS = {m.spec.name: m for m in (
+    _dense("qwen3-0.6b", "Qwen/Qwen3-0.6B", 28, 1024, 16, 8, 128, 3072, 151936, True),
+    _dense("qwen3-1.7b", "Qwen/Qwen3-1.7B", 28, 2048, 16, 8, 128, 6144, 151936, True),
+    _dense("qwen3-4b", "Qwen/Qwen3-4B", 36, 2560, 32, 8, 128, 9728, 151936, True),
+    _dense("qwen3-8b", "Qwen/Qwen3-8B", 36, 4096, 32, 8, 128, 12288, 151936, False),
+    _dense("llama-3.2-1b", "meta-llama/Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, True),
+    _dense("qwen2-1.5b", "Qwen/Qwen2-1.5B", 28, 1536, 12, 2, 128, 8960, 151936, True),
+    _dense("qwen1.5-1.8b", "Qwen/Qwen1.5-1.8B", 24, 2048, 16, 16, 128, 5504, 151936, False),
+    _dense("qwen2.5-7b", "Qwen/Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064, False),
+    _dense("llama-2-7b", "meta-llama/Llama-2-7b-hf", 32, 4096, 32, 32, 128, 11008, 32000, False),
+    _dense("llama-3.1-8b", "meta-llama/Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, False),
+    _dense("phi-3.5-mini", "microsoft/Phi-3.5-mini-instruct", 32, 3072, 32, 32, 96, 8192, 32064, False),
+)}
+
+#: llama-bench model_type (less the quantisation) -> shape
+BENCH_MODELS = {"qwen3 0.6B": DENSE_MODELS["qwen3-0.6b"], "qwen3 1.7B": DENSE_MODELS["qwen3-1.7b"],
+                "qwen3 4B": DENSE_MODELS["qwen3-4b"], "qwen3 8B": DENSE_MODELS["qwen3-8b"],
+                "llama 1B": DENSE_MODELS["llama-3.2-1b"]}
 
 
 def bench_model(model_type: str, source: str) -> BenchModel:

@@ -22,11 +22,10 @@ and the profiles' comments).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 
-from moesim.calibrate.dense_anchor import DenseDecode, dense_prefill_s
-from moesim.config.model import ModelSpec
+from moesim.calibrate.bench_models import DENSE_MODELS
+from moesim.calibrate.dense_anchor import dense_prefill_s
 from moesim.config.prefill import EStreamPolicy, PrefillRun, QNNSwitchPolicy
 from moesim.config.profiles import phone_profile
 from moesim.cost.ops import expert_op
@@ -34,7 +33,7 @@ from moesim.cost.params import Backend, cpu_backend, gpu_backend, npu_backend
 from moesim.simulate.prefill import simulate_prefill
 from moesim.validate.registry import Case, Expect
 
-__all__ = ["phone_cases", "DENSE_SHAPES"]
+__all__ = ["phone_cases"]
 
 _AIHUB = "Qualcomm AI Hub (quic/ai-hub-models perf.yaml, QNN/Genie w4a16; docs/background/phone-figures.md section 1)"
 _MNN = "alibaba/MNN PR #4633 (SM8750 / 8 Elite, Qwen3-0.6B 4-bit, block 64; docs/background/phone-figures.md section 2)"
@@ -46,57 +45,6 @@ _QNN_HMX = ("{err}: AI Hub's w4a16 graph runs the HMX in fixed point, about {tfl
             "reference; docs/background/device-profiles.md)")
 
 
-@dataclass(frozen=True, kw_only=True)
-class DenseShape:
-    """A dense decoder as its config.json gives it (GQA; ``tied``: the output head is the embedding)."""
-
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    ffn: int
-    vocab: int
-    tied: bool
-
-    def spec(self, name: str) -> ModelSpec:
-        """The shape as a :class:`ModelSpec` for :func:`dense_prefill_s` (the ``moe`` block is the
-        placeholder the schema requires; a dense prefill never reads it)."""
-        return ModelSpec.model_validate({
-            "name": name, "display_name": f"{name} (dense)", "hf_repo": "-", "provenance": "config.json; dense",
-            "num_layers": self.layers, "hidden_size": self.hidden, "vocab_size": self.vocab,
-            "tie_word_embeddings": self.tied,
-            "attention": {"kind": "gqa", "num_heads": self.heads, "num_kv_heads": self.kv_heads,
-                          "head_dim": self.head_dim},
-            "moe": {"num_routed_experts": 2, "top_k": 1, "expert_intermediate_size": self.ffn},
-            "native_formats": {"default": "BF16"}})
-
-    def decode(self, name: str) -> DenseDecode:
-        return DenseDecode(name=name, layers=self.layers, hidden=self.hidden, q_dim=self.heads * self.head_dim,
-                           kv_dim=self.kv_heads * self.head_dim, ffn=self.ffn, vocab=self.vocab, tokens_per_s=1.0,
-                           source="config.json")
-
-
-#: config.json of each model (Hugging Face): layers, hidden, heads, KV heads, head dim, FFN, vocab, tied
-DENSE_SHAPES: dict[str, DenseShape] = {
-    "qwen3-0.6b": DenseShape(layers=28, hidden=1024, heads=16, kv_heads=8, head_dim=128, ffn=3072, vocab=151936,
-                             tied=True),
-    "qwen2-1.5b": DenseShape(layers=28, hidden=1536, heads=12, kv_heads=2, head_dim=128, ffn=8960, vocab=151936,
-                             tied=True),
-    "llama-3.2-1b": DenseShape(layers=16, hidden=2048, heads=32, kv_heads=8, head_dim=64, ffn=8192, vocab=128256,
-                               tied=True),
-    "llama-2-7b": DenseShape(layers=32, hidden=4096, heads=32, kv_heads=32, head_dim=128, ffn=11008, vocab=32000,
-                             tied=False),
-    "llama-3.1-8b": DenseShape(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336,
-                               vocab=128256, tied=False),
-    "qwen2.5-7b": DenseShape(layers=28, hidden=3584, heads=28, kv_heads=4, head_dim=128, ffn=18944, vocab=152064,
-                             tied=False),
-    "qwen1.5-1.8b": DenseShape(layers=24, hidden=2048, heads=16, kv_heads=16, head_dim=128, ffn=5504, vocab=151936,
-                               tied=False),
-    "phi-3.5-mini": DenseShape(layers=32, hidden=3072, heads=32, kv_heads=32, head_dim=96, ffn=8192, vocab=32064,
-                               tied=False),
-}
-
 _BACKENDS: dict[str, Callable[[str], Backend]] = {
     "cpu": lambda d: cpu_backend(phone_profile(d)),
     "npu": lambda d: npu_backend(phone_profile(d)),
@@ -106,19 +54,18 @@ _BACKENDS: dict[str, Callable[[str], Backend]] = {
 
 def _prefill_rate(device: str, unit: str, model: str, tokens: int, ubatch: int = 512) -> float:
     """Prompt tokens per second of a dense prefill of ``tokens`` on ``device``'s ``unit``."""
-    shape = DENSE_SHAPES[model]
-    return tokens / dense_prefill_s(shape.spec(model), shape.ffn, tokens, _BACKENDS[unit](device), ubatch)
+    return tokens / _prefill_s(device, unit, model, tokens, ubatch)
 
 
 def _prefill_s(device: str, unit: str, model: str, tokens: int, ubatch: int = 512) -> float:
-    shape = DENSE_SHAPES[model]
-    return dense_prefill_s(shape.spec(model), shape.ffn, tokens, _BACKENDS[unit](device), ubatch)
+    shape = DENSE_MODELS[model]
+    return dense_prefill_s(shape.spec, shape.ffn, tokens, _BACKENDS[unit](device), ubatch)
 
 
 def _decode_rate(device: str, unit: str, model: str) -> float:
     """Tokens per second of a dense Q4_0 decode: every weight read once a token (the output head
     in Q6_K), plus the HTP's per-layer dispatch on the NPU."""
-    p, dec = phone_profile(device), DENSE_SHAPES[model].decode(model)
+    p, dec = phone_profile(device), DENSE_MODELS[model].decode_shape(1.0, "config.json")
     if unit == "npu":
         rate = p.htp.require("decode_weight_GBps", p.name) * 1e9
         per_layer = p.htp.require("decode_layer_overhead_us", p.name) * 1e-6

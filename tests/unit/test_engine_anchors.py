@@ -1,25 +1,15 @@
 """validation/engine_anchors.py: the production-engine table, without aiconfigurator (it is optional)."""
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.traces_helpers import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "validation" / "engine_anchors.py"
 
 
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("engine_anchors", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["engine_anchors"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ea = _module()
+ea = load_script(SCRIPT, "engine_anchors")
 
 
 def test_every_row_names_its_source_and_a_moesim_prediction() -> None:

@@ -1,29 +1,18 @@
 """native_ref/gpu/measure_paths.py: the pure parts run everywhere; the measurement needs torch (CUDA)."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from moesim.config.catalog import load_model
 from moesim.config.profiles import load_profile
+from tests.traces_helpers import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "native_ref" / "gpu" / "measure_paths.py"
 
 
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("measure_paths", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["measure_paths"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-mp = _module()
+mp = load_script(SCRIPT, "measure_paths")
 
 
 def _doc(rows: list[dict[str, object]]) -> dict[str, object]:

@@ -165,8 +165,8 @@ def write_predictions() -> None:
               ("fused", "What-if: the same on h200x8-fused (assumed runtime numbers, not fitted)"),
               ("models", "Other real decode traces with the gpt-oss-120b draft and runtime fit (a transfer, "
                          "not a validation: accuracy 0.93 unless stated)"),
-              ("qwen3-synthetic", "Qwen3-235B-A22B on a SYNTHETIC trace (draft and a Qwen-specific runtime "
-                                  "fitted to its EAGLE-3 figures; EcoSpec predicted without refit)"))
+              ("qwen3-synthetic", "Qwen3-235B-A22B on a SYNTHETIC trace (draft fitted to its EAGLE-3 alpha and E, "
+                                  "h200x8-hf as calibrated; EcoSpec predicted without refit)"))
     lines = ["# EcoSpec predictions (written by validation/fit_ecospec.py)", ""]
     for block, title in blocks:
         lines += [f"## {title}", ""] + _table(rows + qwen, block)
@@ -174,10 +174,9 @@ def write_predictions() -> None:
         "-" if k not in QWEN3_PUBLISHED[rule] else f.format(QWEN3_PUBLISHED[rule][k]) for _, k, f in _COLS) + " |"
         for rule in ("confidence", "ecospec")]
     fit = qwen[0]["fit"]
-    lines += [f"Qwen3-235B fit on the synthetic trace: top1_logit_mean {fit['top1_logit_mean']:+.4f}, "
-              f"context_free_share {fit['context_free_share']:.4f}, per_active_expert_us "
-              f"{fit['per_active_expert_us']:.1f}, per_layer_fixed_us {fit['per_layer_fixed_us']:.1f} "
-              "(per_step_fixed_ms 2.0 assumed); not written to any profile.", ""]
+    lines += [f"Qwen3-235B draft fit on the synthetic trace: top1_logit_mean {fit['top1_logit_mean']:+.4f}, "
+              f"context_free_share {fit['context_free_share']:.4f} (not written anywhere); priced on h200x8-hf as "
+              "calibrated (its hf-hit-expert-loop path, fitted jointly with gpt-oss-120b).", ""]
     lines += ["Published Qwen3-235B-A22B figures (EAGLE-3 row, then EcoSpec row):", ""] + \
         ["| case | " + " | ".join(c for c, _, _ in _COLS) + " |", "|---" * (len(_COLS) + 1) + "|"] + pub + [""]
     (HERE / "specdecode_predictions.md").write_text("\n".join(lines))

@@ -180,6 +180,7 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
     if model.total_weight_bytes() > capacity:
         raise InputError("model", f"must fit the {capacity / GiB:.0f} GiB of HBM of {device.name}", model.name)
     params = verify_params(device, model)
+    _overrides_used(run, device, params)
     rep = replay_run(run, trace)
     priced = _price(run, device, params, rep.stats)
     wall = time.perf_counter() - wall0
@@ -203,6 +204,22 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
         runtime_path=None if params.path is None else params.path.name,
         verify_depends_on_union=params.union_dependent, notes=_notes(run, params))
     return SpecDecodeResult(metrics, priced.frame)
+
+
+#: the runtime numbers of each form: the generic one, and a code path's
+_GENERIC_ONLY = ("runtime.per_active_expert_us", "runtime.per_layer_fixed_us")
+_PATHS_ONLY = ("runtime.per_op_us", "runtime.host_sync_us", "runtime.layer_host_us", "runtime.verify_layer_us")
+
+
+def _overrides_used(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams) -> None:
+    """A what-if (--set) of a runtime number the model's cost does not read is refused, not ignored."""
+    unused = _GENERIC_ONLY if params.path is not None else _PATHS_ONLY
+    for key in unused:
+        if key in run.overrides:
+            how = (f"{run.model} runs the {params.path.name} code path on {device.name} (set one of "
+                   f"{', '.join(k.split('.')[1] for k in _PATHS_ONLY)} or hbm_efficiency_ratio)"
+                   if params.path is not None else f"{device.name} prices {run.model} in the generic form")
+            raise InputError(f"--set {key}", f"is not used: {how}", run.overrides[key])
 
 
 def _notes(run: SpecDecodeRun, params: VerifyParams) -> list[str]:

@@ -115,3 +115,14 @@ def test_mtp_runs_the_paper_tree_with_a_one_layer_draft_step(run_cli) -> None:  
     assert p.path is not None and one > p.path.layer_s + p.path.moe_layer_s   # one layer + head, 256-expert scan
     assert m["t_draft_s"] == pytest.approx(float(np.sum([mtp_draft_time(p, (n,)) for n in (1, 2, 2)])))
     assert m["runtime_path"] == "hf-all-expert-scan"
+
+
+def test_a_what_if_of_a_number_the_model_does_not_read_is_refused(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("specdecode", "--model", "olmoe-1b-7b", "--passes", "1", "--set", "runtime.per_active_expert_us=20")
+    assert res.code == 2 and res.err.count("\n") == 1
+    assert "runtime.per_active_expert_us is not used: olmoe-1b-7b runs the hf-hit-expert-loop code path" in res.err
+    res = run_cli("specdecode", "--model", "olmoe-1b-7b", "--device", "h200x8-fused", "--passes", "1",
+                  "--set", "runtime.per_op_us=20")
+    assert res.code == 2 and "generic form" in res.err
+    ok = run_cli("specdecode", "--model", "olmoe-1b-7b", "--passes", "1", "--set", "runtime.per_op_us=40", "--json")
+    assert ok.code == 0, ok.err

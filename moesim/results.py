@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias, TypedDict, TypeVar
 
 import pandas as pd
-from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from moesim._version import __version__
 from moesim.config.base import Frozen
@@ -248,6 +248,9 @@ class SpecDecodeMetrics(Frozen):
     sources: dict[str, str]
     sim: dict[str, float | int]
     config: SpecDecodeConfig
+    runtime_path: str | None = None            # the model's MoE code path on the runtime (None: the generic form)
+    verify_depends_on_union: bool = True       # False: cost-aware selection cannot save verification time
+    notes: list[str] = Field(default_factory=list)
 
 
 class DecodeMetrics(Frozen):

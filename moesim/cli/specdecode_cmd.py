@@ -13,7 +13,15 @@ from moesim.config.base import field_choices, field_default
 from moesim.config.device import GPUServerProfile
 from moesim.config.loading import validate_data
 from moesim.config.profiles import gpu_profile
-from moesim.config.specdecode import MTP_TOP1_LOGIT, SELECTORS, DraftTree, SpecDecodeRun, parse_predictor, parse_routing
+from moesim.config.specdecode import (
+    MTP_TOP1_LOGIT,
+    SELECTORS,
+    DraftTree,
+    SpecDecodeRun,
+    mtp_draft,
+    parse_predictor,
+    parse_routing,
+)
 from moesim.errors import InputError
 from moesim.plotting import check_figure_path, pyplot, save_figure
 from moesim.progress import activity
@@ -114,10 +122,10 @@ def _default(name: str) -> Any:
               "(a dataset of the trace: gpt-oss-120b chat, code, story, summarize; mixtral gsm8k, humaneval).")
 @click.option("--draft", "drafter", type=click.Choice(field_choices(SpecDecodeRun, "drafter")),
               default=_default("drafter"), show_default=True,
-              help="The draft: an EAGLE-3 tree, or the model's MTP module (DeepSeek-V3.1: one extra token a step, "
-              "85-90% accepted; tree 1 x 1 and gamma 2 unless given).")
+              help="The draft: an EAGLE-3 tree, or the model's MTP module reused at every draft step (DeepSeek-V3.1: "
+              "the same tree, 85-90% accepted at the first draft, decaying with depth as published).")
 @click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance): default, the value "
-              "fitted to gpt-oss-120b's alpha = 1.88.")
+              "fitted to gpt-oss-120b's alpha = 1.88 (with --draft mtp: the MTP module's, 2.640).")
 @click.option("--temperature", type=float, default=_default("temperature"), show_default=True,
               help="Sampling temperature, 0 (greedy) or 1 (rejection sampling: acceptance from the model's "
               "published T=1/T=0 ratio).")
@@ -143,11 +151,9 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
              if source(p) not in (ParameterSource.DEFAULT, None)}
     check_ignored_options(given, {"predictor": predictor, "epsilon": epsilon, "t_pred_ms": t_pred_ms,
                                   "t_draft_ms": t_draft_ms, "gamma": gamma}, selector, gamma_sweep is not None)
-    if drafter == "mtp":     # a one-token chain unless the user said otherwise
-        depth, width = (1 if source("depth") == ParameterSource.DEFAULT else depth,
-                        1 if source("width") == ParameterSource.DEFAULT else width)
-        gamma = 2 if source("gamma") == ParameterSource.DEFAULT else gamma
-        draft_mu = MTP_TOP1_LOGIT if draft_mu is None else draft_mu
+    draft: dict[str, object] | None = None if draft_mu is None else {"top1_logit_mean": draft_mu}
+    if drafter == "mtp":     # the MTP module's accuracy (its depth decay kept under --draft-mu)
+        draft = mtp_draft(MTP_TOP1_LOGIT if draft_mu is None else draft_mu).model_dump()
     run = validate_data(SpecDecodeRun, {
         "model": model, "device": device, "trace": trace_path,
         "selector": _default("selector") if selector is None else selector,
@@ -157,7 +163,7 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
         "t_pred_ms": t_pred_ms, "passes": passes, "batch_size": batch_size, "requests": requests, "drafter": drafter,
         "seed": seed, "temperature": temperature,
         "overrides": parse_overrides(overrides),
-        **({"draft": {"top1_logit_mean": draft_mu}} if draft_mu is not None else {})})
+        **({"draft": draft} if draft is not None else {})})
     profile = gpu_profile(run.device, run.overrides)
     if plot and gamma_sweep is None:
         raise InputError("--plot", "needs --gamma-sweep", plot)
@@ -189,6 +195,11 @@ def show_specdecode(metrics: SpecDecodeMetrics, as_json: bool) -> None:
     rows.append(("predictor_accuracy", "-" if m["predictor_accuracy"] is None else f"{m['predictor_accuracy']:.3f}"))
     rows.append(("ar.t_token_s", f"{m['ar']['t_token_s']:.4f}"))
     emit_table(["metric", "value"], rows)
+    if m["runtime_path"] is not None:
+        click.echo(f"runtime path: {m['runtime_path']} (verification cost "
+                   f"{'grows with' if m['verify_depends_on_union'] else 'does not depend on'} the union of experts)")
+    for note in m["notes"]:
+        click.echo(f"note: {note}")
 
 
 def _sweep(run: SpecDecodeRun, profile: GPUServerProfile, gammas: list[int], selectors: list[str],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from moesim.config.base import Frozen
 from moesim.config.sections import Section
@@ -18,7 +18,7 @@ from moesim.config.sections import Section
 __all__ = [
     "MemorySection", "UFSSection", "HTPSection", "ArenaSection", "CPUSection",
     "NPURuntimeSection", "UncertaintySection", "PowerSection", "AdrenoSection", "QNNSection", "GPUSection",
-    "GPURuntimeSection",
+    "GPURuntimeSection", "CodePathSection",
     "MobileNPUProfile", "GPUServerProfile", "HostProfile", "HostMemorySection", "StorageSection",
     "HostCPUSection", "DeviceProfile",
 ]
@@ -310,8 +310,50 @@ class GPUSection(Section):
         return self
 
 
+class CodePathSection(Section):
+    """One MoE code path of the runtime (``[runtime.paths.NAME]``): what one forward launches,
+    how often the host waits for the GPU, and which experts it reads, counted from the code
+    (docs/background/specdecode-evidence.md section 1; docs/specdecode.md, "Verification paths")."""
+
+    description: str = ""
+    experts_read: Literal["hit", "all"] = Field(
+        description="hit: only the experts some token routes to are read; all: every routed expert of every MoE "
+                    "layer is read and computed whatever the routing (the cost does not depend on the union)")
+    expert_format: str | None = Field(
+        None, description="the format the experts are read in when it differs from the model's own (a "
+                          "dequantized checkpoint: BF16); None = the model's native format")
+    launches_per_layer_count: NonNegativeInt = Field(
+        description="kernels launched per decoder layer outside the MoE block (attention, norms, residuals)")
+    syncs_per_layer_count: NonNegativeInt
+    launches_per_moe_layer_count: NonNegativeInt = Field(
+        description="kernels of the MoE block's fixed part (router, top-k, masks) per MoE layer")
+    syncs_per_moe_layer_count: NonNegativeInt
+    launches_per_scanned_expert_count: NonNegativeInt | None = Field(
+        None, description="kernels per routed expert visited by a loop over all experts, hit or not (None: no scan)")
+    syncs_per_scanned_expert_count: NonNegativeInt | None = None
+    launches_per_hit_expert_count: NonNegativeInt | None = Field(
+        None, description="kernels per expert that received a token (None: no per-expert work)")
+    syncs_per_hit_expert_count: NonNegativeInt | None = None
+
+    def count(self, name: str) -> int:
+        """A count of this path, 0 when it is not given (the path has no such loop)."""
+        value = getattr(self, f"{name}_count")
+        return 0 if value is None else int(value)
+
+    @property
+    def syncs_every_layer(self) -> bool:
+        """Whether the host waits for the GPU inside every layer (then host and GPU time add up)."""
+        return sum(self.count(n) for n in ("syncs_per_layer", "syncs_per_moe_layer", "syncs_per_scanned_expert",
+                                           "syncs_per_hit_expert")) > 0
+
+
 class GPURuntimeSection(Section):
-    """The serving software, separate from the hardware (BRIEF.md section 2)."""
+    """The serving software, separate from the hardware (BRIEF.md section 2).
+
+    Either the generic form (``per_active_expert_us``, ``per_layer_fixed_us``) or code paths:
+    ``paths`` (one per MoE implementation, counted from the code), priced by the host costs
+    ``per_op_us``, ``host_sync_us``, ``layer_host_us`` and ``verify_layer_us``, and
+    ``path_by_model`` (model name -> path; ``default_path`` for the others)."""
 
     kind: Literal["transformers-loop", "fused-moe"]
     parallelism: Literal["layer-split", "tensor-parallel"]
@@ -319,6 +361,30 @@ class GPURuntimeSection(Section):
     per_layer_fixed_us: PositiveFloat | None = None
     per_step_fixed_ms: PositiveFloat | None = None
     hbm_efficiency_ratio: Annotated[float, Field(gt=0, le=1)] | None = None
+    per_op_us: PositiveFloat | None = Field(None, description="one eager op: Python, dispatcher and kernel launch")
+    host_sync_us: PositiveFloat | None = Field(None, description="one blocking device-to-host copy and stream sync")
+    layer_host_us: NonNegativeFloat | None = Field(
+        None, description="host work per decoder layer beyond its ops (module calls, device-map hooks)")
+    verify_layer_us: NonNegativeFloat | None = Field(
+        None, description="extra host work per decoder layer of a forward over more than one token (tree mask, "
+                          "cache bookkeeping of the verified tokens)")
+    paths: dict[str, CodePathSection] = Field(default_factory=dict)
+    path_by_model: dict[str, str] = Field(default_factory=dict, description="model name -> the path it runs")
+    default_path: str | None = Field(None, description="the path of a model path_by_model does not name")
+
+    @model_validator(mode="after")
+    def _paths_named(self) -> GPURuntimeSection:
+        for model, path in [*self.path_by_model.items(), *([("default_path", self.default_path)]
+                                                            if self.default_path is not None else [])]:
+            if path not in self.paths:
+                raise ValueError(f"path_by_model.{model} must name one of paths ({', '.join(self.paths) or 'none'}), "
+                                 f"got {path!r}")
+        return self
+
+    def path_of(self, model: str) -> tuple[str, CodePathSection] | None:
+        """The code path ``model`` runs on this runtime (None: the generic form)."""
+        name = self.path_by_model.get(model, self.default_path)
+        return None if name is None else (name, self.paths[name])
 
 
 class _Profile(Frozen):

@@ -9,7 +9,7 @@ are the values fitted to the published EAGLE-3 figures on gpt-oss-120b
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
 
@@ -22,7 +22,9 @@ __all__ = ["SELECTORS", "Selector", "Temperature", "check_temperature", "DraftTr
            "AlternativeRouting", "DraftRouting", "OraclePredictor", "AccuracyPredictor", "LearnedPredictor",
            "Predictor", "SpecDecodeRun", "parse_predictor",
            "parse_routing", "FITTED_TOP1_LOGIT", "FITTED_CONTEXT_FREE_SHARE", "MTP_TOP1_LOGIT", "MTP_ACCEPTANCE",
-           "MTP_MODELS", "PUBLISHED_PREDICTOR_ACCURACY", "FALLBACK_PREDICTOR_ACCURACY", "default_predictor"]
+           "MTP_MODELS", "MTP_DEPTH_DRIFT", "MTP_CHAIN_TAU", "MTP_MAX_DEPTH", "mtp_draft",
+           "PUBLISHED_PREDICTOR_ACCURACY",
+           "FALLBACK_PREDICTOR_ACCURACY", "default_predictor"]
 
 #: The draft selection rules (moesim.policies.specdecode.select): which tree nodes are verified.
 Selector = Literal["confidence", "ecospec", "global-cost"]
@@ -38,6 +40,16 @@ FITTED_TOP1_LOGIT = -0.3127
 #: = 0.875, the middle of that range (0.85: 2.371, 0.90: 2.953; tests/unit/test_specdecode.py).
 MTP_TOP1_LOGIT = 2.6397
 MTP_ACCEPTANCE = (0.85, 0.90)
+#: The module is reused for later draft positions ("MTP-Eagle", TensorRT-LLM tech blog 2): it was
+#: "trained primarily for first-token prediction ... causing degraded acceptance rates at later draft
+#: positions" (nebius/MTP-DeepSeek-V3-0324 model card): the original module's mean accepted length
+#: with K = 7 chained drafts is 3.20 at T = 0 and 3.09 at T = 1 (MT-bench, HumanEval, GSM8K). The
+#: logit drift per draft depth that gives a 7-chain tau of 3.20 with MTP_TOP1_LOGIT at depth 1
+#: (moesim.policies.specdecode.temperature.chain_tau; tests/unit/test_specdecode.py).
+MTP_DEPTH_DRIFT = -0.9893
+MTP_CHAIN_TAU = {0.0: 3.20, 1.0: 3.09}
+#: the longest draft chain whose acceptance is measured (nebius K = 7)
+MTP_MAX_DEPTH = 7
 #: models that ship an MTP module (DeepSeek-V3 and its updates)
 MTP_MODELS = ("deepseek-v3.1",)
 FITTED_CONTEXT_FREE_SHARE = 0.9557
@@ -88,6 +100,15 @@ class DraftAccuracy(Frozen):
     acceptance_scale: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         1.0, description="the chance that the true token is a node's child, relative to greedy decoding (the "
                          "draft's confidences unchanged): 1 at T = 0, below 1 at T = 1 (set from --temperature)")
+
+
+def mtp_draft(top1_logit_mean: float = MTP_TOP1_LOGIT) -> DraftAccuracy:
+    """The MTP module's draft accuracy: 85-90% at the first draft, decaying with depth as published.
+
+    >>> mtp_draft().depth_drift
+    -0.9893
+    """
+    return DraftAccuracy(top1_logit_mean=top1_logit_mean, depth_drift=MTP_DEPTH_DRIFT)
 
 
 class NearbyRouting(Frozen):
@@ -212,7 +233,8 @@ class SpecDecodeRun(Frozen):
     requests: Annotated[str, Field(min_length=1)] | None = Field(
         None, description="replay only the trace's requests whose label contains this (a dataset: 'code', 'gsm8k')")
     drafter: Literal["eagle3", "mtp"] = Field(
-        "eagle3", description="the draft: an EAGLE-3 tree, or the model's own MTP module (one extra token a step)")
+        "eagle3", description="the draft: an EAGLE-3 tree, or the model's own MTP module reused at every draft step "
+                              "(MTP-Eagle), drafting the same tree")
     batch_size: Annotated[int, Field(ge=1, le=64)] = Field(
         1, description="requests decoded together: one verification forward over the union of their trees' experts")
     temperature: Temperature = Field(0.0, description="sampling temperature: 0 (greedy) or 1 (rejection sampling)")
@@ -225,16 +247,24 @@ class SpecDecodeRun(Frozen):
         check_temperature(self.temperature)
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _mtp_draft_accuracy(cls, data: Any) -> Any:
+        """An MTP run that gives no draft accuracy gets the MTP module's (:func:`mtp_draft`)."""
+        if isinstance(data, dict) and data.get("drafter") == "mtp" and data.get("draft") is None:
+            return {**data, "draft": mtp_draft()}
+        return data
+
     @model_validator(mode="after")
-    def _mtp_is_a_one_token_chain(self) -> SpecDecodeRun:
+    def _mtp_runs(self) -> SpecDecodeRun:
         if self.drafter != "mtp":
             return self
         if self.model not in MTP_MODELS:
             raise ValueError(f"drafter 'mtp' needs a model with an MTP module ({', '.join(MTP_MODELS)}), "
                              f"got {self.model!r}")
-        if (self.tree.depth, self.tree.width) != (1, 1) or self.gamma > 2:
-            raise ValueError(f"drafter 'mtp' proposes one token a step: tree 1 x 1 and gamma <= 2, got tree "
-                             f"{self.tree.depth} x {self.tree.width} and gamma {self.gamma}")
+        if self.tree.depth > MTP_MAX_DEPTH:
+            raise ValueError(f"drafter 'mtp' tree depth must be <= {MTP_MAX_DEPTH} (the deepest chain whose MTP "
+                             f"acceptance is published, nebius K = 7), got {self.tree.depth}")
         return self
 
     @model_validator(mode="after")

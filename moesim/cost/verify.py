@@ -16,6 +16,18 @@ forward reads a few rows). The runtime terms (``per_step``, ``per_layer``,
 bandwidth and FLOP/s), with ``tensor-parallel`` all of them. A plain autoregressive step is
 the same forward with ``n = 1`` and ``U_l = k``. Every term is linear in ``U`` (below the
 compute roofline), so a native measurement of T against U calibrates it directly.
+
+When the runtime names a **code path** for the model (``[runtime.paths.NAME]``, selected by
+``path_by_model`` / ``default_path``), the runtime terms are counted from that code instead
+(:class:`PathCost`; docs/specdecode.md, "Verification paths"):
+
+    host  = per_step + layers * (launches_layer * op + syncs_layer * sync + layer_host)
+            + moe_layers * (launches_moe * op + syncs_moe * sync
+                            + scanned * (launches_scan * op + syncs_scan * sync))
+            + U * (launches_hit * op + syncs_hit * sync) + [n > 1] * layers * verify_layer
+    bytes = non_expert_bytes + (U, or moe_layers * routed experts for a path that reads all) * expert_bytes
+    T     = host + max(bytes / hbm_Bps, flops / flops_per_s)        (the host waits for the GPU every layer)
+    T     = per_step + max(host - per_step, bytes / hbm_Bps, ...)   (no host sync: the host runs ahead)
 """
 
 from __future__ import annotations
@@ -25,11 +37,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from moesim.config.device import GPUServerProfile
+from moesim.config.device import CodePathSection, GPUServerProfile
+from moesim.config.formats import WeightFormat
 from moesim.config.model import ModelSpec, TensorClass
 
-__all__ = ["VerifyParams", "verify_params", "forward_time", "forward_bytes", "ar_time", "draft_time_estimate",
-           "runtime_time"]
+__all__ = ["VerifyParams", "PathCost", "verify_params", "path_cost", "price_path", "forward_time", "forward_bytes",
+           "ar_time", "draft_time_estimate", "mtp_draft_time", "runtime_time", "union_of_random_sets"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -51,6 +64,57 @@ class VerifyParams:
     per_step_s: float
     per_layer_s: float
     per_expert_s: float
+    path: PathCost | None = None        # the model's code path on this runtime (None: the generic form)
+    n_routed: int = 0                   # routed experts per MoE layer
+
+    @property
+    def union_dependent(self) -> bool:
+        """Whether the forward's cost grows with the union of experts (False: cost-aware
+        selection cannot save verification time on this path)."""
+        return self.path is None or (not self.path.reads_all and self.path.hit_s > 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PathCost:
+    """A code path's host costs in seconds (counts x per-op / per-sync costs), resolved."""
+
+    name: str
+    reads_all: bool         # every routed expert is read and computed, whatever the routing
+    layer_s: float          # host time per decoder layer (its ops, syncs and module overhead)
+    moe_layer_s: float      # host time of an MoE block's fixed part, the all-expert scan included
+    hit_s: float            # host time per hit expert
+    verify_layer_s: float   # extra host time per decoder layer when the forward has more than one token
+    syncs: bool             # the host waits for the GPU inside every layer: host and GPU time add up
+    launches_layer: int = 0
+    syncs_layer: int = 0
+
+
+def price_path(name: str, path: CodePathSection, n_routed: int, *, op_s: float, sync_s: float, layer_host_s: float,
+               verify_layer_s: float) -> PathCost:
+    """A code path's counts priced with the runtime's per-op, per-sync and per-layer host costs."""
+    c = path.count
+    scanned = n_routed if c("launches_per_scanned_expert") or c("syncs_per_scanned_expert") else 0
+    moe = (c("launches_per_moe_layer") * op_s + c("syncs_per_moe_layer") * sync_s
+           + scanned * (c("launches_per_scanned_expert") * op_s + c("syncs_per_scanned_expert") * sync_s))
+    return PathCost(name=name, reads_all=path.experts_read == "all",
+                    layer_s=c("launches_per_layer") * op_s + c("syncs_per_layer") * sync_s + layer_host_s,
+                    moe_layer_s=moe,
+                    hit_s=c("launches_per_hit_expert") * op_s + c("syncs_per_hit_expert") * sync_s,
+                    verify_layer_s=verify_layer_s, syncs=path.syncs_every_layer,
+                    launches_layer=c("launches_per_layer"), syncs_layer=c("syncs_per_layer"))
+
+
+def path_cost(profile: GPUServerProfile, model: ModelSpec) -> PathCost | None:
+    """The model's code path on the profile's runtime, priced (None: the runtime has none for it)."""
+    rt = profile.runtime
+    found = rt.path_of(model.name)
+    if found is None:
+        return None
+    return price_path(found[0], found[1], model.moe.num_routed_experts,
+                      op_s=rt.require("per_op_us", profile.name) * 1e-6,
+                      sync_s=rt.require("host_sync_us", profile.name) * 1e-6,
+                      layer_host_s=rt.require("layer_host_us", profile.name) * 1e-6,
+                      verify_layer_s=rt.require("verify_layer_us", profile.name) * 1e-6)
 
 
 def _weights(model: ModelSpec) -> tuple[int, int]:
@@ -70,24 +134,60 @@ def verify_params(profile: GPUServerProfile, model: ModelSpec) -> VerifyParams:
     head = by.get(TensorClass.LM_HEAD, by.get(TensorClass.EMBEDDING, 0))
     dense, expert = _weights(model)
     eff = rt.require("hbm_efficiency_ratio", profile.name)
+    path = path_cost(profile, model)
+    expert_bytes = model.expert_bytes()
+    found = rt.path_of(model.name)
+    if found is not None and found[1].expert_format is not None:   # e.g. a checkpoint dequantized to BF16
+        fmt = WeightFormat(found[1].expert_format)
+        expert_bytes = model.expert_bytes(model.native_formats.model_copy(update={"expert": fmt}))
+    generic = path is None
     return VerifyParams(
         n_layers=model.num_layers, n_moe_layers=model.num_moe_layers, top_k=model.moe.top_k,
-        expert_bytes=model.expert_bytes(), non_expert_bytes=model.resident_non_expert_bytes() - embedding,
+        expert_bytes=expert_bytes, non_expert_bytes=model.resident_non_expert_bytes() - embedding,
         head_bytes=head, dense_weights=dense, expert_weights=expert,
         hbm_Bps=gpu.hbm_peak_bw_TBps * 1e12 * eff * gpus, flops_per_s=gpu.bf16_dense_TFLOPS * 1e12 * gpus,
         per_step_s=rt.require("per_step_fixed_ms", profile.name) * 1e-3,
-        per_layer_s=rt.require("per_layer_fixed_us", profile.name) * 1e-6,
-        per_expert_s=rt.require("per_active_expert_us", profile.name) * 1e-6)
+        per_layer_s=rt.require("per_layer_fixed_us", profile.name) * 1e-6 if generic else 0.0,
+        per_expert_s=rt.require("per_active_expert_us", profile.name) * 1e-6 if generic else 0.0,
+        path=path, n_routed=model.moe.num_routed_experts)
+
+
+def _read_experts(p: VerifyParams, active: float | FloatArray) -> FloatArray:
+    """Experts the forward reads: the union, or every routed expert for a path that reads all."""
+    a = np.asarray(active, dtype=np.float64)
+    if p.path is not None and p.path.reads_all:
+        return np.full_like(a, float(p.n_moe_layers * p.n_routed))
+    return a
 
 
 def forward_bytes(p: VerifyParams, active: float | FloatArray) -> float | FloatArray:
     """HBM bytes read by one forward whose experts, summed over MoE layers, number ``active``."""
-    return p.non_expert_bytes + np.asarray(active, dtype=np.float64) * p.expert_bytes
+    return p.non_expert_bytes + _read_experts(p, active) * p.expert_bytes
 
 
-def runtime_time(p: VerifyParams, active: float | FloatArray) -> float | FloatArray:
-    """The software part: per-step + per-layer fixed costs + per-active-expert dispatch."""
-    return p.per_step_s + p.n_layers * p.per_layer_s + np.asarray(active, dtype=np.float64) * p.per_expert_s
+def _host_time(p: VerifyParams, active: FloatArray, tokens: FloatArray) -> FloatArray:
+    path = p.path
+    assert path is not None
+    return (p.per_step_s + p.n_layers * path.layer_s + p.n_moe_layers * path.moe_layer_s + active * path.hit_s
+            + np.where(tokens > 1, p.n_layers * path.verify_layer_s, 0.0))
+
+
+def runtime_time(p: VerifyParams, active: float | FloatArray,
+                 tokens: int | npt.NDArray[np.integer] = 1) -> float | FloatArray:
+    """The software part: per-step + per-layer fixed costs + per-active-expert dispatch (on a
+    code path: its host time, launches and syncs, whether or not the GPU hides it)."""
+    a = np.asarray(active, dtype=np.float64)
+    if p.path is not None:
+        return _host_time(p, a, np.asarray(tokens, dtype=np.float64) + 0.0 * a)
+    return p.per_step_s + p.n_layers * p.per_layer_s + a * p.per_expert_s
+
+
+def _gpu_time(p: VerifyParams, active: FloatArray, tokens: FloatArray) -> FloatArray:
+    experts_per_token = p.n_routed if p.path is not None and p.path.reads_all else p.top_k
+    flops = tokens * 2.0 * (p.dense_weights + experts_per_token * p.expert_weights * p.n_moe_layers)
+    out: FloatArray = np.maximum(np.asarray(forward_bytes(p, active), dtype=np.float64) / p.hbm_Bps,
+                                 flops / p.flops_per_s)
+    return out
 
 
 def forward_time(p: VerifyParams, active: float | FloatArray,
@@ -100,14 +200,29 @@ def forward_time(p: VerifyParams, active: float | FloatArray,
     >>> float(forward_time(p, 2.0, 1))   # 0.5 + 2 * 0.25 + 2 * 0.125 + (100 + 20) / 1e3
     1.37
     """
-    flops = np.asarray(tokens, dtype=np.float64) * 2.0 * (p.dense_weights + p.top_k * p.expert_weights * p.n_moe_layers)
-    hw = np.maximum(forward_bytes(p, active) / p.hbm_Bps, flops / p.flops_per_s)
-    return runtime_time(p, active) + hw
+    a = np.asarray(active, dtype=np.float64)
+    n = np.asarray(tokens, dtype=np.float64) + 0.0 * a
+    hw = _gpu_time(p, a, n)
+    if p.path is None:
+        return runtime_time(p, a) + hw
+    host = _host_time(p, a, n)
+    if p.path.syncs:
+        return host + hw
+    return p.per_step_s + np.maximum(host - p.per_step_s, hw)
 
 
 def ar_time(p: VerifyParams) -> float:
     """Seconds per token of plain autoregressive decoding (one token, ``k`` experts a layer)."""
     return float(forward_time(p, float(p.n_moe_layers * p.top_k), 1))
+
+
+def union_of_random_sets(n_experts: int, k: int, tokens: int) -> float:
+    """Expected distinct experts hit by ``tokens`` independent uniform top-``k`` sets out of ``n_experts``.
+
+    >>> union_of_random_sets(256, 8, 1), round(union_of_random_sets(256, 8, 2), 3)
+    (8.0, 15.75)
+    """
+    return float(n_experts * (1.0 - (1.0 - k / n_experts) ** tokens))
 
 
 def draft_time_estimate(p: VerifyParams, depth: int, tokens_per_step: tuple[int, ...] = ()) -> float:
@@ -125,9 +240,39 @@ def draft_time_estimate(p: VerifyParams, depth: int, tokens_per_step: tuple[int,
     """
     layer_bytes = (p.non_expert_bytes - p.head_bytes) / max(p.n_layers, 1)
     layer_weights = p.dense_weights / max(p.n_layers, 1)
+    layer_s = p.per_layer_s if p.path is None else p.path.layer_s
     total = 0.0
     for d in range(depth):
         n = tokens_per_step[d] if d < len(tokens_per_step) else 1
         hw = max((layer_bytes + p.head_bytes) / p.hbm_Bps, n * 2.0 * layer_weights / p.flops_per_s)
-        total += p.per_step_s + p.per_layer_s + hw
+        total += p.per_step_s + layer_s + hw
+    return total
+
+
+def mtp_draft_time(p: VerifyParams, tokens_per_step: tuple[int, ...]) -> float:
+    """The MTP module as a drafter (DeepSeek-V3's one module reused per step, "MTP-Eagle"): per
+    draft step one decoder layer of the target (attention + MoE over that step's tokens, the
+    union of their experts taken as independent uniform top-k sets: the draft tokens' routing in
+    the MTP layer is in no trace) and the shared LM head, on the model's code path.
+
+    >>> p = VerifyParams(n_layers=2, n_moe_layers=2, top_k=1, expert_bytes=10, non_expert_bytes=100, head_bytes=20,
+    ...                  dense_weights=0, expert_weights=0, hbm_Bps=1e3, flops_per_s=1e9, per_step_s=0.5,
+    ...                  per_layer_s=0.25, per_expert_s=0.125, n_routed=4)
+    >>> round(mtp_draft_time(p, (1,)), 4)   # 0.5 + 0.25 + 1 x 0.125 + (40 + 20 + 1 x 10) / 1e3
+    0.945
+    """
+    layer_bytes = (p.non_expert_bytes - p.head_bytes) / max(p.n_layers, 1)
+    layer_weights = p.dense_weights / max(p.n_layers, 1)
+    total = 0.0
+    for n in tokens_per_step:
+        union = union_of_random_sets(max(p.n_routed, p.top_k), p.top_k, n)
+        read = float(p.n_routed) if p.path is not None and p.path.reads_all else union
+        hw = max((layer_bytes + p.head_bytes + read * p.expert_bytes) / p.hbm_Bps,
+                 n * 2.0 * (layer_weights + p.top_k * p.expert_weights) / p.flops_per_s)
+        if p.path is None:
+            host = p.per_step_s + p.per_layer_s + union * p.per_expert_s
+        else:
+            host = (p.per_step_s + p.path.layer_s + p.path.moe_layer_s + union * p.path.hit_s
+                    + (p.path.verify_layer_s if n > 1 else 0.0))
+        total += host + hw if p.path is None or p.path.syncs else p.per_step_s + max(host - p.per_step_s, hw)
     return total

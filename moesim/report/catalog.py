@@ -6,7 +6,7 @@ from typing import Any
 
 from moesim.config.model import RECIPES, ModelSpec
 from moesim.config.profiles import AnyProfile, profile_hash
-from moesim.config.sections import PROVENANCE_KINDS, numeric_fields, provenance_kind
+from moesim.config.sections import PROVENANCE_KINDS, Section, numeric_fields, provenance_kind
 
 __all__ = ["model_record", "profile_record", "profile_rows", "provenance_summary", "SUMMARY_KINDS"]
 
@@ -60,14 +60,28 @@ def profile_rows(profile: AnyProfile) -> list[tuple[str, str, str]]:
     """(field, value, provenance) for every number and setting of a profile."""
     rows: list[tuple[str, str, str]] = []
     for name, sec in profile.sections().items():
-        nums = set(numeric_fields(type(sec)))
-        for field in type(sec).model_fields:
-            if field == "provenance":
-                continue
-            value = getattr(sec, field)
-            note = sec.provenance.get(field, "")
-            if value is None and not note:
-                continue
-            shown = "(pending fit)" if value is None else str(value)
-            rows.append((f"{name}.{field}", shown, note if field in nums else ""))
+        rows += _section_rows(name, sec)
+    return rows
+
+
+def _section_rows(name: str, sec: Section) -> list[tuple[str, str, str]]:
+    """A section's rows; a table of sub-sections (a runtime's code paths) or of names gets one row each."""
+    rows: list[tuple[str, str, str]] = []
+    nums = set(numeric_fields(type(sec)))
+    for field in type(sec).model_fields:
+        if field == "provenance":
+            continue
+        value = getattr(sec, field)
+        note = sec.provenance.get(field, "")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, Section):
+                    rows += _section_rows(f"{name}.{field}.{key}", item)
+                else:
+                    rows.append((f"{name}.{field}.{key}", str(item), ""))
+            continue
+        if value is None and not note:
+            continue
+        shown = "(pending fit)" if value is None else str(value)
+        rows.append((f"{name}.{field}", shown, note if field in nums else ""))
     return rows

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from moesim.config.catalog import list_models
-from moesim.config.device import GPUServerProfile, HostProfile, MobileNPUProfile
+from moesim.config.device import CodePathSection, GPURuntimeSection, GPUServerProfile, HostProfile, MobileNPUProfile
 from moesim.config.formats import FORMAT_INFO
 from moesim.config.model import RECIPES, GQAttention, MLAttention, ModelSpec, MoEShape, WeightRecipe
 from moesim.config.sections import PROVENANCE_KINDS, UNIT_BOUNDS, Section
@@ -104,6 +104,9 @@ def render_profiles_reference() -> str:
         lines += ["", f"## kind = \"{kind}\" ({profile_cls.__name__})", "", (profile_cls.__doc__ or "").strip(), ""]
         for section, cls in _section_classes(profile_cls):
             lines += [f"### [{section}]", "", (cls.__doc__ or "").strip(), ""] + _field_table(cls) + [""]
+            if cls is GPURuntimeSection:
+                lines += ["### [runtime.paths.NAME]", "", (CodePathSection.__doc__ or "").strip(), ""] + \
+                    _field_table(CodePathSection) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

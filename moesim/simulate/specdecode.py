@@ -33,6 +33,7 @@ from moesim.cost.verify import (
     draft_time_estimate,
     forward_bytes,
     forward_time,
+    mtp_draft_time,
     runtime_time,
     verify_params,
 )
@@ -101,11 +102,14 @@ def _draft_s(run: SpecDecodeRun, profile: GPUServerProfile, params: VerifyParams
         return 0.0, "none: gamma 1 verifies no draft"
     if run.t_draft_ms is not None:
         return run.t_draft_ms / 1e3, "given"
-    if run.drafter == "mtp":
-        return draft_time_estimate(params, 1), "estimated: the MTP module (one decoder layer) + the shared LM head"
+    shape = tree_shape(run.tree.depth, run.tree.width)
+    if run.drafter == "mtp":   # a step runs the module over the nodes it expands
+        where = "" if params.path is None else f" on the {params.path.name} path"
+        return (mtp_draft_time(params, shape.expanded),
+                f"estimated: per draft step the MTP module (one decoder layer, attention + MoE) + the shared LM head"
+                f"{where}, over the step's expanded nodes")
     if run.model in PUBLISHED_DRAFT_S and profile.runtime.kind == "transformers-loop":
         return PUBLISHED_DRAFT_S[run.model] * run.tree.depth / 3, "paper: EAGLE-3 draft time (BRIEF.md section 6)"
-    shape = tree_shape(run.tree.depth, run.tree.width)
     tokens = tuple(e * run.tree.width for e in shape.expanded)
     return (draft_time_estimate(params, run.tree.depth, tokens),
             "estimated: one decoder layer + LM head per draft step over that step's tokens")
@@ -155,7 +159,8 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replaye
                           bounds)
     step = StepSettings(selector=run.selector, gamma=run.gamma, epsilon=run.epsilon,
                         shape=tree_shape(run.tree.depth, run.tree.width),
-                        draft=draft_at_temperature(run.draft, model.name, run.temperature)[0], routing=run.routing)
+                        draft=draft_at_temperature(run.draft, model.name, run.temperature, run.drafter)[0],
+                        routing=run.routing)
     policy = ReplayPolicy(step, run.passes, run.batch_size)
     provenance = ReplayProvenance(source=trace.meta.source, synthetic=bool(trace.meta.synthetic),
                                   decode_tokens=int(len(keep)), requests=len(bounds))
@@ -175,6 +180,7 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
     if model.total_weight_bytes() > capacity:
         raise InputError("model", f"must fit the {capacity / GiB:.0f} GiB of HBM of {device.name}", model.name)
     params = verify_params(device, model)
+    _overrides_used(run, device, params)
     rep = replay_run(run, trace)
     priced = _price(run, device, params, rep.stats)
     wall = time.perf_counter() - wall0
@@ -183,7 +189,7 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
         selector=run.selector, gamma=run.gamma, epsilon=run.epsilon, passes=run.passes, tree=run.tree,
         draft=run.draft, drafter=run.drafter, requests=run.requests, routing=run.routing, predictor=rep.choice,
         t_draft_ms=run.t_draft_ms, t_pred_ms=run.t_pred_ms)
-    scale, t_src = draft_at_temperature(run.draft, run.model, run.temperature)
+    scale, t_src = draft_at_temperature(run.draft, run.model, run.temperature, run.drafter)
     metrics = SpecDecodeMetrics(
         batch_size=run.batch_size, temperature=run.temperature, acceptance_scale=scale.acceptance_scale,
         mean_active_experts=priced.mean_active_experts, acceptance_length=priced.acceptance_length,
@@ -194,8 +200,37 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
         t_verify_runtime_s=priced.t_verify_runtime_s, mean_verified_tokens=priced.mean_verified_tokens,
         ar=priced.ar, predictor=rep.predictor,
         sources={"t_draft_s": priced.draft_source, "t_pred_s": priced.pred_source, "temperature": t_src},
-        sim={"wall_s": wall, "steps_per_wall_s": priced.steps / wall if wall > 0 else 0.0}, config=config)
+        sim={"wall_s": wall, "steps_per_wall_s": priced.steps / wall if wall > 0 else 0.0}, config=config,
+        runtime_path=None if params.path is None else params.path.name,
+        verify_depends_on_union=params.union_dependent, notes=_notes(run, params))
     return SpecDecodeResult(metrics, priced.frame)
+
+
+#: the runtime numbers of each form: the generic one, and a code path's
+_GENERIC_ONLY = ("runtime.per_active_expert_us", "runtime.per_layer_fixed_us")
+_PATHS_ONLY = ("runtime.per_op_us", "runtime.host_sync_us", "runtime.layer_host_us", "runtime.verify_layer_us")
+
+
+def _overrides_used(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams) -> None:
+    """A what-if (--set) of a runtime number the model's cost does not read is refused, not ignored."""
+    unused = _GENERIC_ONLY if params.path is not None else _PATHS_ONLY
+    for key in unused:
+        if key in run.overrides:
+            how = (f"{run.model} runs the {params.path.name} code path on {device.name} (set one of "
+                   f"{', '.join(k.split('.')[1] for k in _PATHS_ONLY)} or hbm_efficiency_ratio)"
+                   if params.path is not None else f"{device.name} prices {run.model} in the generic form")
+            raise InputError(f"--set {key}", f"is not used: {how}", run.overrides[key])
+
+
+def _notes(run: SpecDecodeRun, params: VerifyParams) -> list[str]:
+    """What the reader must know to read the result (the runtime path's limits)."""
+    if params.union_dependent or params.path is None:
+        return []
+    what = "every routed expert of every layer is read and computed whatever the routing"
+    saves = ("the selection rule changes acceptance only: cost-aware selection cannot save verification time here"
+             if run.selector != "confidence" else "cost-aware selection cannot save verification time here")
+    return [f"{run.model} runs the {params.path.name} path on this runtime: {what}, so T_verify does not depend on "
+            f"the union of experts (E); {saves}"]
 
 
 @dataclass(frozen=True, kw_only=True)

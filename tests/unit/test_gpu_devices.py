@@ -38,11 +38,23 @@ def test_h20_bandwidth_measurements_are_pending_not_invented() -> None:
 
 
 def test_copied_runtime_is_the_h200_one() -> None:
-    h200, h100 = load_profile("h200x8-hf"), load_profile("h100x8-hf")
-    assert isinstance(h200, GPUServerProfile) and isinstance(h100, GPUServerProfile)
-    for f in ("per_active_expert_us", "per_layer_fixed_us", "per_step_fixed_ms", "hbm_efficiency_ratio"):
-        assert getattr(h100.runtime, f) == getattr(h200.runtime, f)
-        assert h100.runtime.provenance[f].startswith("assumed: ")
+    h200 = load_profile("h200x8-hf")
+    assert isinstance(h200, GPUServerProfile)
+    for name in ("h100x8-hf", "h20x8-hf"):
+        other = load_profile(name)
+        assert isinstance(other, GPUServerProfile)
+        for f in ("per_op_us", "host_sync_us", "layer_host_us", "verify_layer_us", "per_step_fixed_ms",
+                  "hbm_efficiency_ratio"):
+            assert getattr(other.runtime, f) == getattr(h200.runtime, f)
+        for f in ("per_op_us", "layer_host_us", "verify_layer_us", "hbm_efficiency_ratio"):   # fitted on the H200
+            assert other.runtime.provenance[f].startswith("assumed: copied from h200x8-hf")
+        for path, counts in h200.runtime.paths.items():
+            assert other.runtime.paths[path] == counts
+    h20 = load_profile("h20x8-hf")
+    assert isinstance(h20, GPUServerProfile)
+    # the Qwen3 speed benchmark ran transformers 4.51.3, whose Qwen3-MoE block visits every expert
+    assert h20.runtime.path_by_model["qwen3-30b-a3b"] == "hf-all-expert-loop-v4.51"
+    assert h20.runtime.paths["hf-all-expert-loop-v4.51"].count("syncs_per_scanned_expert") == 1
 
 
 def test_held_out_cases_run_and_match_their_records() -> None:

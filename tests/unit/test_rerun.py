@@ -22,7 +22,7 @@ def _stable(data: dict) -> dict:  # type: ignore[type-arg]
     ("prefill", "--tokens", "256", "--trace", TRACE, "--set", "ufs.effective_read_bw_GBps=3.0", "--seed", "3"),
     ("prefill", "--tokens", "256", "--trace", TRACE, "--policy", "mmap", "--memory-budget-gib", "2"),
     ("specdecode", "--model", "olmoe-1b-7b", "--trace", TRACE, "--selector", "ecospec", "--passes", "1",
-     "--predictor", "accuracy:0.8", "--set", "runtime.per_active_expert_us=20"),
+     "--predictor", "accuracy:0.8", "--set", "runtime.per_op_us=20"),
 ], ids=["prefill-what-if", "prefill-mmap", "specdecode"])
 def test_rerun_prints_the_same_result(run_cli, tmp_path: Path, argv: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
     first = run_cli(*argv, "--json")

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from moesim.config.specdecode import DraftAccuracy
+from moesim.config.specdecode import MTP_CHAIN_TAU, DraftAccuracy
 
-__all__ = ["T1_TAU_RATIO", "DEFAULT_T1_TAU_RATIO", "CHAIN_TOKENS", "t1_ratio", "acceptance_scale", "chain_tau",
+__all__ = ["T1_TAU_RATIO", "DEFAULT_T1_TAU_RATIO", "MTP_T1_TAU_RATIO", "CHAIN_TOKENS", "t1_ratio", "acceptance_scale",
+           "chain_tau",
            "draft_at_temperature"]
 
 #: model -> (tau at T = 1 / tau at T = 0, source)
@@ -40,8 +41,16 @@ CHAIN_TOKENS = 7
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(40)
 
 
-def t1_ratio(model: str) -> tuple[float, str]:
-    """The published T = 1 / T = 0 acceptance-length ratio of ``model`` and its source."""
+#: DeepSeek-V3's original MTP module as the draft (``drafter = "mtp"``): 3.09 / 3.20
+MTP_T1_TAU_RATIO = (round(MTP_CHAIN_TAU[1.0] / MTP_CHAIN_TAU[0.0], 4),
+                    "original MTP module, chain of 7, tau 3.09 at T=1 / 3.20 at T=0, nebius/MTP-DeepSeek-V3-0324 "
+                    "model card")
+
+
+def t1_ratio(model: str, drafter: str = "eagle3") -> tuple[float, str]:
+    """The published T = 1 / T = 0 acceptance-length ratio of ``model``'s draft and its source."""
+    if drafter == "mtp":
+        return MTP_T1_TAU_RATIO
     return T1_TAU_RATIO.get(model, DEFAULT_T1_TAU_RATIO)
 
 
@@ -81,11 +90,12 @@ def acceptance_scale(acc: DraftAccuracy, ratio: float, tokens: int = CHAIN_TOKEN
     return (lo + hi) / 2
 
 
-def draft_at_temperature(draft: DraftAccuracy, model: str, temperature: float) -> tuple[DraftAccuracy, str]:
+def draft_at_temperature(draft: DraftAccuracy, model: str, temperature: float,
+                         drafter: str = "eagle3") -> tuple[DraftAccuracy, str]:
     """The draft as it behaves at ``temperature``: unchanged at 0; at 1 with the acceptance scale
     that reproduces the model's published T = 1 / T = 0 ratio."""
     if temperature == 0.0:
         return draft, "greedy: the draft's acceptance as calibrated"
-    ratio, source = t1_ratio(model)
+    ratio, source = t1_ratio(model, drafter)
     scale = acceptance_scale(draft.model_copy(update={"acceptance_scale": 1.0}), ratio)
     return draft.model_copy(update={"acceptance_scale": scale}), f"T=1/T=0 acceptance-length ratio {ratio}: {source}"

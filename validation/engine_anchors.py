@@ -93,9 +93,9 @@ ROWS = [
 
 
 def mtp3_run(device: str, model: str) -> dict[str, Any]:
-    """moesim's MTP-3 chain (3 drafts, 4 verified tokens). The MTP drafter of today accepts one token
-    a step; until the tree lands, the chain is an EAGLE-3-style 3 x 1 tree with the MTP module's
-    acceptance (MTP_TOP1_LOGIT) and the estimated one-layer-plus-head draft cost."""
+    """moesim's MTP-3 chain (3 drafts, 4 verified tokens): ``--draft mtp`` with a 3 x 1 tree (the MTP
+    module's acceptance with its published decay by depth, one layer plus the head a draft step);
+    where the drafter refuses the setting, an EAGLE-3-style 3 x 1 tree at the MTP acceptance."""
     base = {"model": model, "device": device, "selector": "confidence", "gamma": 4, "seed": 0, "passes": 2,
             "tree": DraftTree(depth=3, width=1)}
     try:

@@ -29,7 +29,7 @@ from moesim.config.formats import WeightFormat
 from moesim.config.model import ModelSpec, WeightRecipe
 from moesim.config.profiles import gpu_profile, override_profile
 from moesim.cost.verify import ar_time, draft_time_estimate, forward_time, verify_params
-from moesim.validate.registry import Case
+from moesim.validate.registry import Case, Expect
 
 __all__ = ["gpu_device_cases", "decode_s_per_token", "batch_s_per_token", "effective_bw_TBps", "mtp_tokens_per_s",
            "deepseek_r1_nvfp4", "QWEN_BENCH", "INFERENCEX_828", "MIKAMIRAI", "TRTLLM_BLOG1"]
@@ -186,7 +186,8 @@ def gpu_device_cases() -> list[Case]:
     # --- H100, weight-streaming bandwidth of the runtime (the hf form copies the H200 fit's 0.685, fused 0.575) ---
     def bw(device: str) -> Callable[[], float]:
         return lambda: effective_bw_TBps(device)
-    for device, expect in (("h100x8-hf", "pass"), ("h100x8-fused", "miss")):
+    pairs: tuple[tuple[str, Expect], ...] = (("h100x8-hf", "pass"), ("h100x8-fused", "miss"))
+    for device, expect in pairs:
         cases.append(Case(name=f"gpu/{device}-mlp-weight-load-bw", reference=2.6,
                           source=f"{MIKAMIRAI}: MLP weight load 2.6 TB/s (78% of 3.35)", tolerance=_TOL,
                           tolerance_kind="relative", unit="TB/s", fitted_to=False,

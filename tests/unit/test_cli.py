@@ -43,8 +43,9 @@ def test_debug_shows_traceback(run_cli) -> None:  # type: ignore[no-untyped-def]
 def test_devices_json(run_cli) -> None:  # type: ignore[no-untyped-def]
     res = run_cli("devices", "--json")
     data = json.loads(res.out)
-    assert [d["name"] for d in data["devices"]] == ["b200x8-fused", "h100x8-fused", "h100x8-hf", "h200x8-fused", "h200x8-hf", "h20x8-fused", "h20x8-hf", "host",
-                                                    "sd8-elite", "sd8-elite-gen5", "sd8-gen3"]
+    assert [d["name"] for d in data["devices"]] == ["b200x8-fused", "h100x8-fused", "h100x8-hf", "h200x8-fused",
+                                                    "h200x8-hf", "h20x8-fused", "h20x8-hf", "host", "sd8-elite",
+                                                    "sd8-elite-gen5", "sd8-gen3"]
     assert all(len(d["profile_hash"]) == 16 for d in data["devices"])
 
 

@@ -14,8 +14,8 @@ from moesim.units import unit_of
 
 def test_bundled_profiles() -> None:
     names = [p.name for p in list_profiles()]
-    assert names == ["b200x8-fused", "h100x8-fused", "h100x8-hf", "h200x8-fused", "h200x8-hf", "h20x8-fused", "h20x8-hf", "host",
-                     "sd8-elite", "sd8-elite-gen5", "sd8-gen3"]
+    assert names == ["b200x8-fused", "h100x8-fused", "h100x8-hf", "h200x8-fused", "h200x8-hf", "h20x8-fused",
+                     "h20x8-hf", "host", "sd8-elite", "sd8-elite-gen5", "sd8-gen3"]
     phone = load_profile("sd8-elite-gen5")
     assert isinstance(phone, MobileNPUProfile)
     assert phone.htp.vtcm_MiB == 8.0 and phone.ufs.version == "4.1"

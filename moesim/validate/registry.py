@@ -2,7 +2,7 @@
 
 A case compares one prediction with one reference figure it was (or was not) fitted to,
 under a stated tolerance. Cases are grouped by name prefix (``estream/``, ``host/``,
-``hexagon/``, ``specdecode/``, ``decode/``, ``devices/``; :mod:`moesim.validate.cases` lists them).
+``hexagon/``, ``specdecode/``, ``decode/``, ``devices/``, ``cpu-moe/``; :mod:`moesim.validate.cases` lists them).
 
 Each case records the status it is expected to have (``expect``), with the case, so that
 the record cannot drift from the definition: ``"pass"``; ``"miss"``, a known, explained

@@ -23,6 +23,7 @@ def test_cpu_moe_cases_match_their_records() -> None:
     results = {c.name: evaluate(c) for c in cpu_moe_cases()}
     assert {n: r.status for n, r in results.items()} == {
         "cpu-moe/x-elite/olmoe-1b-7b-q4_0-pp128": "known miss",
+        "cpu-moe/x-elite/olmoe-1b-7b-pp128-over-llama-3.1-8b-pp16": "pass",
         "cpu-moe/spacemit-a100/qwen3-30b-a3b-over-qwen3-4b-pp128": "pass",
     }
     x_elite = results["cpu-moe/x-elite/olmoe-1b-7b-q4_0-pp128"]

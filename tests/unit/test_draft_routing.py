@@ -154,3 +154,18 @@ def test_not_json_and_an_orphan_parent_and_an_empty_file() -> None:
         dr.parse_draft_log([good, orphan])
     with pytest.raises(InputError, match="header line is missing"):
         dr.parse_draft_log([])
+
+
+def test_cli_trace_draft_log(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    path = _log(tmp_path, share=1.0)
+    res = run_cli("trace", "draft-log", str(path), "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["shares"]["alternative_layer_share"] == pytest.approx(1.0)
+    assert len(doc["by_layer"]["random"]) == LAYERS and doc["pairs"]["random"] == dr.RANDOM_PAIRS
+    text = run_cli("trace", "draft-log", str(path))
+    assert text.code == 0 and "implied routing parameters" in text.out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"schema": 1}\n')
+    res = run_cli("trace", "draft-log", str(bad))
+    assert res.code == 2 and res.err.count("\n") == 1 and "line 1: model is missing" in res.err

@@ -155,7 +155,7 @@ def _top_k_of(output: Any, k: int, experts: int) -> Any:
     for t in items:
         if isinstance(t, torch.Tensor) and t.is_floating_point() and t.shape[-1] == experts:
             return t.reshape(-1, experts).topk(k, dim=-1).indices
-    raise SystemExit(f"log_draft_routing: a router returned no top-{k} ids nor {experts}-wide logits")
+    return None
 
 
 def run(a: argparse.Namespace) -> int:
@@ -178,14 +178,21 @@ def run(a: argparse.Namespace) -> int:
         raise SystemExit(f"log_draft_routing: {a.model} has no MoE routers this script recognizes "
                          f"(found {len(routers)}, top_k {k}, experts {experts})")
     modules = dict(model.named_modules())
+    # the router module's output, or else the MoE block's router logits: GPT-OSS's MXFP4 kernel path
+    # (integrations/mxfp4.py mlp_forward) applies the router's weight with F.linear, so no router hook fires
     last: dict[int, list[int]] = {}
+    block_last: dict[int, list[int]] = {}
 
-    def hook(i: int) -> Callable[..., None]:
+    def hook(i: int, into: dict[int, list[int]]) -> Callable[..., None]:
         def record(_mod: Any, _inp: Any, out: Any) -> None:
-            last[i] = [int(e) for e in _top_k_of(out, k, experts)[-1].tolist()]   # the path's last position
+            ids = _top_k_of(out, k, experts)
+            if ids is not None:
+                into[i] = [int(e) for e in ids[-1].tolist()]   # the path's last position
         return record
 
-    handles = [modules[name].register_forward_hook(hook(i)) for i, (_, name) in enumerate(routers)]
+    handles = [modules[name].register_forward_hook(hook(i, last)) for i, (_, name) in enumerate(routers)]
+    handles += [modules[name.rsplit(".", 1)[0]].register_forward_hook(hook(i, block_last))
+                for i, (_, name) in enumerate(routers)]
     texts = a.prompts.read_text().splitlines() if a.prompts else list(PROMPTS)
     texts = [t for t in texts if t.strip()]
     sink = a.out.open("w") if a.out else sys.stdout
@@ -199,9 +206,14 @@ def run(a: argparse.Namespace) -> int:
 
     def visit(node: Node) -> list[tuple[int, float]]:
         last.clear()
+        block_last.clear()
         out = model(torch.tensor([list(node.path)], device=dev), past_key_values=copy.deepcopy(cache["prefix"]),
                     use_cache=True)
-        node.experts = [last[i] for i in range(len(routers))]
+        got = last if len(last) == len(routers) else block_last
+        if len(got) != len(routers):
+            raise SystemExit(f"log_draft_routing: {len(routers)} routers, but only {len(got)} gave top-{k} ids "
+                             f"or {experts}-wide router logits")
+        node.experts = [got[i] for i in range(len(routers))]
         lp = torch.log_softmax(out.logits[0, -1].float(), dim=-1).topk(a.width)
         return [(int(t), float(v)) for v, t in zip(lp.values.tolist(), lp.indices.tolist(), strict=True)]
 

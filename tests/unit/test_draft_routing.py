@@ -169,3 +169,12 @@ def test_cli_trace_draft_log(tmp_path: Path, run_cli) -> None:  # type: ignore[n
     bad.write_text('{"schema": 1}\n')
     res = run_cli("trace", "draft-log", str(bad))
     assert res.code == 2 and res.err.count("\n") == 1 and "line 1: model is missing" in res.err
+
+
+def test_router_outputs_give_top_k_ids_when_torch_is_installed() -> None:
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (the GPU harness is optional)")
+    logits = torch.tensor([[0.1, 3.0, 2.0, -1.0], [5.0, 0.0, 1.0, 4.0]])
+    assert sorted(ldr._top_k_of(logits, 2, 4)[-1].tolist()) == [0, 3]                      # Qwen3-MoE: gate logits
+    ids = torch.tensor([[1, 2], [3, 0]])
+    assert ldr._top_k_of((logits.softmax(-1), ids), 2, 4)[-1].tolist() == [3, 0]          # GPT-OSS: (scores, ids)
+    assert ldr._top_k_of(torch.zeros(2, 7), 2, 4) is None

@@ -288,8 +288,15 @@ def render_report(log: DraftLog, stats: OverlapStats) -> str:
             lines.append(f"  {kind:<20} {stats.overall[kind]:7.4f}  {v.min():9.4f}  {v.max():9.4f}  "
                          f"{stats.pairs[kind]:5d}")
     lines.append("implied routing parameters (clipped to [0, 1]):")
-    for name, value in routing_shares(stats).items():
+    shares = routing_shares(stats)
+    for name, value in shares.items():
         lines.append(f"  {name:<28} {'n/a' if np.isnan(value) else f'{value:.4f}'}")
+    flags = [f"alternative:{shares['alternative_layer_share']:.4f}"] if not np.isnan(
+        shares["alternative_layer_share"]) else []
+    if not np.isnan(shares["mixture_context_free_share"]):
+        flags.append(f"mixture:{shares['mixture_context_free_share']:.4f}")
+    if flags:
+        lines.append("  as moesim specdecode --draft-routing: " + " or ".join(flags))
     if "random" in stats.by_layer and "wrong_vs_true" in stats.by_layer:
         b, o = stats.by_layer["random"], stats.by_layer["wrong_vs_true"]
         per = np.clip((o - b) / np.maximum(1.0 - b, 1e-12), 0.0, 1.0)

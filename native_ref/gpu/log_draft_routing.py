@@ -223,6 +223,9 @@ def run(a: argparse.Namespace) -> int:
                 ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
             else:
                 ids = tok(text)["input_ids"]
+            if len(ids) < 2:
+                print(f"log_draft_routing: prompt {p} has {len(ids)} token(s), skipped (needs >= 2)", file=sys.stderr)
+                continue
             cache["prefix"] = model(torch.tensor([ids[:-1]], device=dev), use_cache=True).past_key_values
             root, pos = ids[-1], len(ids) - 1
 

@@ -8,6 +8,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from moesim.calibrate.draft_routing import overlap_stats, read_draft_log, render_report, routing_shares
 from moesim.cli.output import emit_json, emit_table, fmt_num, writable_path
 from moesim.errors import InputError
 from moesim.progress import activity
@@ -110,6 +111,26 @@ def stats_cmd(path: Path, per_layer: bool, as_json: bool) -> None:
         rows = [(i, fmt_num(e), fmt_num(m, 2)) for i, e, m in
                 zip(t.layers, s.per_layer_entropy, s.per_layer_max_mean_load)]
         emit_table(["layer", "entropy", "max_mean_load"], rows)
+
+
+@trace.command("draft-log")
+@click.argument("path", type=click.Path(path_type=Path))
+@_JSON
+def draft_log_cmd(path: Path, as_json: bool) -> None:
+    """Expert overlap of draft-tree nodes in a log of native_ref/gpu/log_draft_routing.py, and the
+    routing shares it implies (docs/background/specdecode-evidence.md section 7.4)."""
+    log = read_draft_log(path)
+    stats = overlap_stats(log)
+    if not as_json:
+        click.echo(render_report(log, stats))
+        return
+
+    def num(x: float) -> float | None:
+        return None if x != x else round(x, 6)
+    emit_json({"path": str(path), "model": log.header["model"], "nodes": len(log.nodes), "pairs": stats.pairs,
+               "overall": {k: num(v) for k, v in stats.overall.items()},
+               "by_layer": {k: [num(float(x)) for x in v] for k, v in stats.by_layer.items()},
+               "shares": {k: num(v) for k, v in routing_shares(stats).items()}})
 
 
 @trace.command("info")

@@ -15,12 +15,15 @@ Measures (JSON on stdout, or ``--out``):
         and ``torch.where`` + ``numel()`` (a sync) decides whether to skip each one;
       - ``gpt-oss-all-bmm``: GPT-OSS eval path: every expert for every token in two batched matmuls,
         routing weights dense (cost independent of U).
-``--refit FILE`` writes a profile what-if: the base profile (``device_profiles/BASE.toml``) with
-``runtime.per_active_expert_us`` and ``runtime.per_layer_fixed_us`` from a linear fit
-``t = a + b x U`` of one path (``--path``, default the Qwen3 hit loop) over its verification
-forwards (a 1-token forward always hits k experts), provenance
-"measured: ... FILE". This is measurement code: moesim never imports it; torch is imported only
-when measuring, so the pure parts (arguments, shapes, the JSON schema, the fit) run without it.
+``--refit FILE`` writes a profile what-if onto the code-path runtime: the base profile
+(``device_profiles/BASE.toml``, one with ``[runtime.paths]``) with ``runtime.per_op_us`` = the measured
+``launch_us`` (one eager op: Python, dispatcher, launch) and ``runtime.host_sync_us`` = the measured
+``sync_us`` (one ``.item()``), provenance "measured: ... FILE". It then prices every measured MoE block
+with moesim's own path costs (``moesim.cost.verify.price_path`` of the model's path on the new profile,
+plus the HBM / FLOP time of the synthetic BF16 weights) and prints predicted against measured per-layer
+times and per-hit-expert slopes: a check, not a fit (nothing else is changed). This is measurement code:
+moesim never imports it; torch is imported only when measuring, so the pure parts (arguments, shapes,
+the JSON schema, the refit and its check) run without it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-SCHEMA = "moesim.native_ref.gpu.measure_paths/1"
+#: /2 (from /1): top-level ``scale`` / ``layers`` / ``repeats`` and per-row ``hidden`` / ``inter`` /
+#: ``experts`` / ``top_k`` (the shapes measured, so that the refit's check prices the same weights)
+SCHEMA = "moesim.native_ref.gpu.measure_paths/2"
+REFIT_SCHEMA = "moesim.native_ref.gpu.measure_paths.refit/1"
 #: one MoE layer of each family: (hidden, expert intermediate, routed experts, top-k), from the models'
 #: config.json (moesim/config/models/*.toml holds the same numbers; tests/unit/test_measure_paths.py checks)
 SHAPES: dict[str, dict[str, int | str]] = {
@@ -43,8 +49,11 @@ SHAPES: dict[str, dict[str, int | str]] = {
     "gpt-oss-all-bmm": {"model": "gpt-oss-120b", "hidden": 2880, "inter": 2880, "experts": 128, "top_k": 4},
 }
 PATHS = tuple(SHAPES)
-TOP_KEYS = ("schema", "device", "torch", "dtype", "launch_us", "sync_us", "nonzero_us", "paths")
-ROW_KEYS = ("path", "model", "tokens", "union", "layer_us")
+TOP_KEYS = ("schema", "device", "torch", "dtype", "scale", "layers", "repeats", "launch_us", "sync_us", "nonzero_us",
+            "paths")
+ROW_KEYS = ("path", "model", "tokens", "union", "hidden", "inter", "experts", "top_k", "layer_us")
+#: bytes of one weight of the measured dtype
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,9 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--scale", type=int, default=1, help="divide hidden/inter by this (smoke tests on a CPU)")
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--refit", type=Path, default=None, help="a JSON this script wrote: write a profile what-if")
-    ap.add_argument("--path", default="qwen3-hit-loop", choices=PATHS, help="the path --refit fits")
-    ap.add_argument("--fit-tokens", type=int, default=0, help="the forwards --refit fits (0: the most tokens)")
+    ap.add_argument("--refit", type=Path, default=None, help="a JSON this script wrote: write a profile what-if "
+                    "with the measured per_op_us / host_sync_us and check the paths' predicted layer times")
     ap.add_argument("--base", default="h200x8-hf", help="the profile --refit starts from")
     ap.add_argument("--name", default=None, help="the new profile's name (default BASE-measured)")
     ap.add_argument("--profiles-dir", type=Path, default=Path(__file__).resolve().parents[2] / "device_profiles")
@@ -82,24 +90,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def check_result(doc: dict[str, Any]) -> None:
     """Raise ValueError naming the first field that breaks the schema of a measurement JSON."""
+    if not isinstance(doc, dict):
+        raise ValueError("measurement JSON: must be an object")
     for k in TOP_KEYS:
         if k not in doc:
             raise ValueError(f"measurement JSON: missing field {k!r}")
     if doc["schema"] != SCHEMA:
         raise ValueError(f"measurement JSON: schema must be {SCHEMA!r}, got {doc['schema']!r}")
+    if doc["dtype"] not in DTYPE_BYTES:
+        raise ValueError(f"measurement JSON: dtype must be one of {', '.join(DTYPE_BYTES)}, got {doc['dtype']!r}")
     for k in ("launch_us", "sync_us", "nonzero_us"):
-        if not isinstance(doc[k], (int, float)) or doc[k] <= 0:
+        if not isinstance(doc[k], (int, float)) or isinstance(doc[k], bool) or doc[k] <= 0:
             raise ValueError(f"measurement JSON: {k} must be a positive number, got {doc[k]!r}")
+    for k in ("scale", "layers", "repeats"):
+        if not isinstance(doc[k], int) or isinstance(doc[k], bool) or doc[k] < 1:
+            raise ValueError(f"measurement JSON: {k} must be an integer >= 1, got {doc[k]!r}")
     if not isinstance(doc["paths"], list) or not doc["paths"]:
         raise ValueError("measurement JSON: paths must be a non-empty list of rows")
     for i, row in enumerate(doc["paths"]):
+        if not isinstance(row, dict):
+            raise ValueError(f"measurement JSON: paths[{i}] must be an object")
         for k in ROW_KEYS:
             if k not in row:
                 raise ValueError(f"measurement JSON: paths[{i}] is missing {k!r}")
         if row["path"] not in SHAPES:
             raise ValueError(f"measurement JSON: paths[{i}].path must be one of {', '.join(PATHS)}, "
                              f"got {row['path']!r}")
-        if not row["layer_us"] > 0:
+        for k in ("tokens", "union", "hidden", "inter", "experts", "top_k"):
+            if not isinstance(row[k], int) or isinstance(row[k], bool) or row[k] < 1:
+                raise ValueError(f"measurement JSON: paths[{i}].{k} must be an integer >= 1, got {row[k]!r}")
+        if not isinstance(row["layer_us"], (int, float)) or not row["layer_us"] > 0:
             raise ValueError(f"measurement JSON: paths[{i}].layer_us must be > 0, got {row['layer_us']!r}")
 
 
@@ -113,31 +133,85 @@ def fit_linear(rows: list[dict[str, Any]], path: str, tokens: int) -> tuple[floa
     return mt - b * mu, b
 
 
-def refit(doc: dict[str, Any], src: Path, base: Path, out: Path, name: str, path: str,
-          tokens: int = 0) -> tuple[float, float]:
-    """Write ``out``: ``base`` with the fitted per-layer and per-expert costs of ``path`` as a what-if,
-    provenance naming ``src``. The fit uses the rows of ``tokens`` tokens (0: the most measured, a
-    verification forward: a 1-token forward always hits exactly k experts, so it cannot separate the
-    two costs). Returns (per_layer_us, per_expert_us)."""
+def predict_block_us(row: dict[str, Any], dtype: str, profile: Any) -> tuple[str, float, float]:
+    """moesim's price of one measured MoE block: (the profile's path name, predicted us, predicted us per hit
+    expert). Host time = the path's fixed MoE part + union x per-hit-expert part (``price_path`` with the
+    profile's per_op_us / host_sync_us); GPU time = max(bytes of the experts read / (peak HBM x
+    hbm_efficiency_ratio), FLOPs / peak BF16) for the synthetic weights measured (gate/up/down of
+    ``hidden`` x ``inter``); they add on a path that syncs, else the longer one counts."""
+    from moesim.cost.verify import price_path
+
+    rt, gpu = profile.runtime, profile.gpu
+    found = rt.path_of(str(row["model"]))
+    if found is None:
+        raise ValueError(f"refit: profile {profile.name} has no runtime path for {row['model']}")
+    name, path = found
+    e, k, u, t = int(row["experts"]), int(row["top_k"]), int(row["union"]), int(row["tokens"])
+    cost = price_path(name, path, e, op_s=rt.per_op_us * 1e-6, sync_s=rt.host_sync_us * 1e-6,
+                      layer_host_s=0.0, verify_layer_s=0.0)
+    weights = 3 * int(row["hidden"]) * int(row["inter"])
+    bw = gpu.hbm_peak_bw_TBps * 1e12 * rt.hbm_efficiency_ratio
+    expert_s = weights * DTYPE_BYTES[dtype] / bw
+    read = e if cost.reads_all else u
+    flops = t * 2.0 * (e if cost.reads_all else k) * weights
+    hw = max(read * expert_s, flops / (gpu.bf16_dense_TFLOPS * 1e12))
+    host = cost.moe_layer_s + u * cost.hit_s
+    total = host + hw if cost.syncs else max(host, hw)
+    slope = 0.0 if cost.reads_all else cost.hit_s + (expert_s if cost.syncs else 0.0)
+    return name, total * 1e6, slope * 1e6
+
+
+def check_paths(doc: dict[str, Any], profile: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Predicted against measured: (one row per measured forward, one row per path and token count with
+    >= 2 unions comparing the per-hit-expert slope). Ratios are measured / predicted."""
+    rows, slopes = [], []
+    for r in sorted(doc["paths"], key=lambda r: (r["path"], r["tokens"], r["union"])):
+        name, pred, _ = predict_block_us(r, doc["dtype"], profile)
+        rows.append({"path": r["path"], "profile_path": name, "tokens": r["tokens"], "union": r["union"],
+                     "measured_us": round(float(r["layer_us"]), 3), "predicted_us": round(pred, 3),
+                     "ratio": round(float(r["layer_us"]) / pred, 4)})
+    for path, tokens in sorted({(r["path"], r["tokens"]) for r in doc["paths"]}):
+        group = [r for r in doc["paths"] if r["path"] == path and r["tokens"] == tokens]
+        if len({r["union"] for r in group}) < 2:
+            continue
+        _, b = fit_linear(doc["paths"], path, tokens)
+        name, _, pred_b = predict_block_us(group[0], doc["dtype"], profile)
+        slopes.append({"path": path, "profile_path": name, "tokens": tokens,
+                       "measured_per_hit_expert_us": round(b, 3), "predicted_per_hit_expert_us": round(pred_b, 3)})
+    return rows, slopes
+
+
+def refit(doc: dict[str, Any], src: Path, base: Path, out: Path, name: str) -> dict[str, Any]:
+    """Write ``out``: ``base`` (a code-path profile) with ``runtime.per_op_us`` = ``launch_us`` and
+    ``runtime.host_sync_us`` = ``sync_us`` of the measurement, provenance naming ``src``; return the
+    report (schema :data:`REFIT_SCHEMA`) with the paths' predicted and measured block times."""
     import tomlkit
 
     from moesim.calibrate.profile_edit import set_profile_value
+    from moesim.config.profiles import load_profile
 
     check_result(doc)
-    tokens = tokens or max(int(r["tokens"]) for r in doc["paths"] if r["path"] == path)
-    a, b = fit_linear(doc["paths"], path, tokens)
-    if a <= 0 or b <= 0:
-        raise ValueError(f"refit: {path} gives per-layer {a:.3g} us and per-expert {b:.3g} us; both must be > 0")
+    base_prof = load_profile(base)
+    if getattr(base_prof, "kind", None) != "gpu-server" or not base_prof.runtime.paths:
+        raise ValueError(f"refit: base profile {base.stem} has no [runtime.paths] (the code-path runtime); "
+                         "per_op_us / host_sync_us price code paths only")
     shutil.copyfile(base, out)
     text = tomlkit.parse(out.read_text())
     text["name"] = name
-    text["display_name"] = f"{text['display_name']} (measured {path} on {doc['device']})"
+    text["display_name"] = f"{text['display_name']} (launch and sync measured on {doc['device']})"
     out.write_text(tomlkit.dumps(text))
-    note = (f"measured: native_ref/gpu/measure_paths.py {path} on {doc['device']} ({src.name}), fit t = a + b x U "
-            f"on {tokens}-token forwards")
-    set_profile_value(out, "runtime", "per_layer_fixed_us", round(a, 4), note + ": a")
-    set_profile_value(out, "runtime", "per_active_expert_us", round(b, 4), note + ": b")
-    return a, b
+    where = f"native_ref/gpu/measure_paths.py on {doc['device']}, torch {doc['torch']} ({src.name})"
+    set_profile_value(out, "runtime", "per_op_us", round(float(doc["launch_us"]), 4),
+                      f"measured: {where}: launch_us, host time of one tiny async op (x.add_(1)), median of 1000 "
+                      "in a row; eager ops of the real paths carry more Python and dispatch than this")
+    set_profile_value(out, "runtime", "host_sync_us", round(float(doc["sync_us"]), 4),
+                      f"measured: {where}: sync_us, one .item() round trip on an idle stream (nonzero of a small "
+                      f"mask {float(doc['nonzero_us']):.4g} us)")
+    prof = load_profile(out)
+    rows, slopes = check_paths(doc, prof)
+    return {"schema": REFIT_SCHEMA, "profile": str(out), "source": src.name, "device": doc["device"],
+            "per_op_us": prof.runtime.per_op_us, "host_sync_us": prof.runtime.host_sync_us,
+            "nonzero_us": doc["nonzero_us"], "check": rows, "slopes": slopes}
 
 
 # ----- measurement (torch needed from here on) ------------------------------------------------
@@ -229,10 +303,11 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
 
                 total = timed(forward, a.repeats)
                 rows.append({"path": path, "model": s["model"], "tokens": tokens, "union": union,
-                             "layer_us": total / a.layers})
+                             "hidden": h, "inter": i, "experts": e, "top_k": k, "layer_us": total / a.layers})
     name = torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu"
     return {"schema": SCHEMA, "device": name, "torch": torch.__version__, "dtype": str(dtype).split(".")[-1],
-            "launch_us": launch_us, "sync_us": sync_us, "nonzero_us": nonzero_us, "paths": rows}
+            "scale": a.scale, "layers": a.layers, "repeats": a.repeats, "launch_us": launch_us, "sync_us": sync_us,
+            "nonzero_us": nonzero_us, "paths": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,12 +317,11 @@ def main(argv: list[str] | None = None) -> int:
             doc = json.loads(a.refit.read_text())
             name = a.name or f"{a.base}-measured"
             out = a.out or a.profiles_dir / f"{name}.toml"
-            per_layer, per_expert = refit(doc, a.refit, a.profiles_dir / f"{a.base}.toml", out, name, a.path,
-                                          a.fit_tokens)
+            report = refit(doc, a.refit, a.profiles_dir / f"{a.base}.toml", out, name)
         except (OSError, ValueError) as exc:
-            print(f"measure_paths: {exc}", file=sys.stderr)
+            print(f"measure_paths: {' '.join(str(exc).split())}", file=sys.stderr)
             return 2
-        print(json.dumps({"profile": str(out), "per_layer_fixed_us": per_layer, "per_active_expert_us": per_expert}))
+        print(json.dumps(report, indent=1, sort_keys=True))
         return 0
     doc = measure(a)
     check_result(doc)

@@ -16,14 +16,19 @@ mp = load_script(SCRIPT, "measure_paths")
 
 
 def _doc(rows: list[dict[str, object]]) -> dict[str, object]:
-    return {"schema": mp.SCHEMA, "device": "NVIDIA H200", "torch": "2.8", "dtype": "bfloat16", "launch_us": 5.0,
-            "sync_us": 12.0, "nonzero_us": 30.0, "paths": rows}
+    return {"schema": mp.SCHEMA, "device": "NVIDIA H200", "torch": "2.8", "dtype": "bfloat16", "scale": 1,
+            "layers": 2, "repeats": 20, "launch_us": 5.0, "sync_us": 12.0, "nonzero_us": 30.0, "paths": rows}
+
+
+def _row(path: str, tokens: int, union: int, layer_us: float) -> dict[str, object]:
+    s = mp.SHAPES[path]
+    return {"path": path, "model": s["model"], "tokens": tokens, "union": union, "hidden": s["hidden"],
+            "inter": s["inter"], "experts": s["experts"], "top_k": s["top_k"], "layer_us": layer_us}
 
 
 def _rows(a: float, b: float) -> list[dict[str, object]]:
-    return [{"path": "qwen3-hit-loop", "model": "qwen3-235b-a22b", "tokens": 5, "union": u, "layer_us": a + b * u}
-            for u in (8, 16, 24)] + [{"path": "qwen3-hit-loop", "model": "qwen3-235b-a22b", "tokens": 1, "union": 8,
-                                      "layer_us": 2 * a}]     # an AR row: one union only, not used by the fit
+    return [_row("qwen3-hit-loop", 5, u, a + b * u) for u in (8, 16, 24)] + [
+        _row("qwen3-hit-loop", 1, 8, 2 * a)]     # an AR row: one union only, not used by the slope
 
 
 def test_shapes_are_the_catalog_models() -> None:
@@ -60,16 +65,65 @@ def test_fit_recovers_a_line_and_needs_two_unions() -> None:
         mp.fit_linear(_rows(1.0, 1.0), "qwen3-hit-loop", 1)          # 1-token forwards hit k experts only
 
 
-def test_refit_writes_a_loadable_profile_with_measured_provenance(tmp_path: Path) -> None:
+def test_refit_writes_per_op_and_host_sync_with_measured_provenance(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "paths.json"
-    src.write_text(json.dumps(_doc(_rows(1500.0, 90.0))))
+    src.write_text(json.dumps(_doc(_rows(1500.0, 90.0) + [_row("gpt-oss-all-bmm", 5, 20, 900.0),
+                                                           _row("deepseek-v3-scan", 1, 8, 4000.0)])))
     out = tmp_path / "h200x8-hf-measured.toml"
     rc = mp.main(["--refit", str(src), "--out", str(out), "--name", "h200x8-hf-measured"])
     assert rc == 0
-    prof = load_profile(out)
-    assert prof.runtime.per_layer_fixed_us == pytest.approx(1500.0)      # type: ignore[union-attr]
-    assert prof.runtime.per_active_expert_us == pytest.approx(90.0)      # type: ignore[union-attr]
-    assert prof.runtime.provenance["per_active_expert_us"].startswith("measured: native_ref/gpu/measure_paths.py")  # type: ignore[union-attr]
+    report = json.loads(capsys.readouterr().out)
+    base, prof = load_profile("h200x8-hf"), load_profile(out)
+    rt = prof.runtime
+    assert rt.per_op_us == pytest.approx(5.0) and rt.host_sync_us == pytest.approx(12.0)   # type: ignore[union-attr]
+    for key in ("per_op_us", "host_sync_us"):
+        assert rt.provenance[key].startswith("measured: native_ref/gpu/measure_paths.py on NVIDIA H200")  # type: ignore[union-attr]
+        assert "paths.json" in rt.provenance[key]                    # type: ignore[union-attr]
+    # nothing else of the profile moves: the paths, the fitted host costs, the generic fields stay as they were
+    assert rt.paths == base.runtime.paths and rt.layer_host_us == base.runtime.layer_host_us  # type: ignore[union-attr]
+    assert rt.per_layer_fixed_us is None and rt.per_active_expert_us is None   # type: ignore[union-attr]
+    assert report["schema"] == mp.REFIT_SCHEMA and report["per_op_us"] == pytest.approx(5.0)
+    by = {(r["path"], r["tokens"], r["union"]): r for r in report["check"]}
+    assert by[("qwen3-hit-loop", 5, 8)]["profile_path"] == "hf-hit-expert-loop"
+    assert by[("gpt-oss-all-bmm", 5, 20)]["profile_path"] == "hf-dense-bmm"
+    assert by[("deepseek-v3-scan", 1, 8)]["profile_path"] == "hf-all-expert-scan"
+    for r in report["check"]:
+        assert r["ratio"] == pytest.approx(r["measured_us"] / r["predicted_us"], rel=1e-3)
+    (slope,) = report["slopes"]                                      # the only path with >= 2 unions
+    assert slope["path"] == "qwen3-hit-loop" and slope["measured_per_hit_expert_us"] == pytest.approx(90.0)
+
+
+def test_the_check_prices_the_paths_with_moesims_counts() -> None:
+    prof = load_profile("h200x8-hf")
+    rt, gpu = prof.runtime, prof.gpu                                 # type: ignore[union-attr]
+    path = rt.paths["hf-hit-expert-loop"]                            # type: ignore[union-attr]
+    op, sync = rt.per_op_us, rt.host_sync_us                          # type: ignore[union-attr]
+    s = mp.SHAPES["qwen3-hit-loop"]
+    expert_us = 3 * int(s["hidden"]) * int(s["inter"]) * 2 / (gpu.hbm_peak_bw_TBps * 1e6 * rt.hbm_efficiency_ratio)  # type: ignore[union-attr]
+    hit_us = path.count("launches_per_hit_expert") * op + path.count("syncs_per_hit_expert") * sync
+    fixed_us = path.count("launches_per_moe_layer") * op + path.count("syncs_per_moe_layer") * sync
+    name, pred, slope = mp.predict_block_us(_row("qwen3-hit-loop", 5, 16, 1.0), "bfloat16", prof)
+    assert name == "hf-hit-expert-loop"
+    assert pred == pytest.approx(fixed_us + 16 * (hit_us + expert_us))    # host and GPU add on a syncing path
+    assert slope == pytest.approx(hit_us + expert_us)
+    _, dense, dense_slope = mp.predict_block_us(_row("gpt-oss-all-bmm", 5, 8, 1.0), "bfloat16", prof)
+    _, dense2, _ = mp.predict_block_us(_row("gpt-oss-all-bmm", 5, 20, 1.0), "bfloat16", prof)
+    assert dense == dense2 and dense_slope == 0.0                   # every expert is read: the union does not count
+
+
+def test_refit_refuses_a_generic_runtime_base(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "paths.json"
+    src.write_text(json.dumps(_doc(_rows(1.0, 1.0))))
+    base = tmp_path / "generic.toml"
+    text = (mp.parse_args([]).profiles_dir / "h200x8-hf.toml").read_text()
+    text = text.replace('default_path = "hf-hit-expert-loop"\n', "")
+    text = text.replace('name = "h200x8-hf"', 'name = "generic"', 1)
+    base.write_text(text.split("[runtime.path_by_model]")[0])
+    rc = mp.main(["--refit", str(src), "--base", "generic", "--profiles-dir", str(tmp_path),
+                  "--out", str(tmp_path / "x.toml")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.count("\n") == 0 and "runtime.paths" in err
 
 
 def test_refit_of_a_bad_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,8 +39,6 @@ from moesim.config.catalog import load_model
 from moesim.config.specdecode import PUBLISHED_PREDICTOR_ACCURACY, SpecDecodeRun
 from moesim.files import write_text_atomic
 from moesim.policies.specdecode.routing import _GOLDEN, _splitmix, layer_mask, step_sources
-from moesim.policies.specdecode.select import path_footprints, select_confidence, select_nodes
-from moesim.policies.specdecode.tree import accepted_drafts
 from moesim.simulate.specdecode import replay_run, resolve_trace
 from moesim.traces.sources import SYNTHETIC_TOKENS, default_trace
 from moesim.traces.synth import DEFAULT_STATS, TargetStats, synthesize
@@ -138,18 +136,7 @@ def neighbour_step(kind: str, share: float) -> Callable[..., step_mod.StepOutcom
             act[i] = np.where(wide, act[j], act[i])
             if pred is not None:
                 pred[i] = np.where(wide, pred[j], pred[i])
-        hits = slots = 0
-        if pred is None:
-            sel = select_confidence(trees.prob[s], settings.gamma)
-        else:
-            fp = path_footprints(trees.parent[s], shape.node_depth, pred)
-            sel = select_nodes(settings.selector, trees.prob[s], fp, pred[0], settings.gamma, settings.epsilon, cost)
-            hits = int(np.bitwise_count(pred[sel] & act[sel]).sum())
-            slots = len(sel) * inputs.n_layers * inputs.top_k
-        chosen = np.zeros(len(src), dtype=bool)
-        chosen[sel] = True
-        return step_mod.StepOutcome(accepted_drafts(chosen, trees.true_node[s], max_drafts), src[sel], act[sel],
-                                    hits, slots)
+        return step_mod.settle_step(settings, inputs, draws, s, src, act, pred, max_drafts, cost)
     return run
 
 

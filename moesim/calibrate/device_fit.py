@@ -25,12 +25,12 @@ from scipy.stats import t as student_t
 from moesim.calibrate.device_figures import GROUPS, FieldSpec, Figure, group_fields
 from moesim.config.device import MobileNPUProfile
 from moesim.config.profiles import override_profile
+from moesim.cost.uncertainty import COVERAGE
 from moesim.errors import InputError
 
 __all__ = ["FigureFit", "GroupFit", "DeviceFit", "fit_group", "fit_device", "with_fitted"]
 
 _STEP = 1e-4          # central-difference step in log space for the gradients
-_COVERAGE = 0.90
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,7 +151,7 @@ def _covariance(jac: np.ndarray, resid: np.ndarray, dof: int) -> tuple[np.ndarra
     if dof <= 0:
         return None, 0.0, 0.0
     s2 = float(resid @ resid) / dof
-    return s2 * np.linalg.pinv(jac.T @ jac), float(student_t.ppf(0.5 + _COVERAGE / 2, dof)), s2
+    return s2 * np.linalg.pinv(jac.T @ jac), float(student_t.ppf(0.5 + COVERAGE / 2, dof)), s2
 
 
 def fit_device(base: MobileNPUProfile, figures: Sequence[Figure], hold_out: Sequence[str] = ()) -> DeviceFit:

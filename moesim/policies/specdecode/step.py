@@ -37,7 +37,7 @@ from moesim.policies.specdecode.routing import UNIFORMS_PER_NODE, layer_mask, st
 from moesim.policies.specdecode.select import SelectionCost, path_footprints, select_confidence, select_nodes
 from moesim.policies.specdecode.tree import DraftTrees, TreeShape, accepted_drafts, build_trees, tree_noise
 
-__all__ = ["StepSettings", "StepInputs", "StepDraws", "StepOutcome", "draw_steps", "speculative_step"]
+__all__ = ["StepSettings", "StepInputs", "StepDraws", "StepOutcome", "draw_steps", "speculative_step", "settle_step"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -113,13 +113,24 @@ def speculative_step(settings: StepSettings, inputs: StepInputs, draws: StepDraw
         mask = layer_mask(draws.uniforms[s], inputs.n_layers, settings.routing.layer_share)
         mask[true] = False
         act = _mixed(act, inputs.actual[pos], mask, inputs.n_layers)
-    hits = slots = 0
-    if inputs.predict is None:
-        sel = select_confidence(trees.prob[s], settings.gamma)
-    else:
+    pred = None
+    if inputs.predict is not None:
         pred = inputs.predict(p, src, shape.node_depth)
         if mask is not None:
             pred = _mixed(pred, inputs.predict(p, pos, shape.node_depth), mask, inputs.n_layers)
+    return settle_step(settings, inputs, draws, s, src, act, pred, max_drafts, cost)
+
+
+def settle_step(settings: StepSettings, inputs: StepInputs, draws: StepDraws, s: int, src: I64,
+                act: Words, pred: Words | None, max_drafts: int, cost: SelectionCost) -> StepOutcome:
+    """Select the verified nodes of step ``s`` and accept drafts, given each node's routing source
+    ``src``, its actual experts ``act`` and its predicted ones ``pred`` (None: no predictor, the
+    confidence rule); the predictor's hits are counted over the selected nodes."""
+    trees, shape = draws.trees, settings.shape
+    hits = slots = 0
+    if pred is None:
+        sel = select_confidence(trees.prob[s], settings.gamma)
+    else:
         fp = path_footprints(trees.parent[s], shape.node_depth, pred)
         sel = select_nodes(settings.selector, trees.prob[s], fp, pred[0], settings.gamma, settings.epsilon, cost)
         hits = int(np.bitwise_count(pred[sel] & act[sel]).sum())

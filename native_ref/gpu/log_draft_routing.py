@@ -35,6 +35,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,55 +196,58 @@ def run(a: argparse.Namespace) -> int:
                 for i, (_, name) in enumerate(routers)]
     texts = a.prompts.read_text().splitlines() if a.prompts else list(PROMPTS)
     texts = [t for t in texts if t.strip()]
-    sink = a.out.open("w") if a.out else sys.stdout
-    versions = {"torch": torch.__version__, "transformers": transformers.__version__,
-                "device": torch.cuda.get_device_name(0), "hf_model": a.model}
-    sink.write(header_line(a.model, len(routers), k, experts, a, versions) + "\n")
-    dev = model.get_input_embeddings().weight.device
-    eos_ids = tok.eos_token_id
-    eos = set(eos_ids if isinstance(eos_ids, list) else [eos_ids]) - {None}
-    cache: dict[str, Any] = {}        # the prompt's KV cache up to (not including) the root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # this checkout's moesim.files (stdlib only)
+    from moesim.files import atomic_path
 
-    def visit(node: Node) -> list[tuple[int, float]]:
-        last.clear()
-        block_last.clear()
-        out = model(torch.tensor([list(node.path)], device=dev), past_key_values=copy.deepcopy(cache["prefix"]),
-                    use_cache=True)
-        got = last if len(last) == len(routers) else block_last
-        if len(got) != len(routers):
-            raise SystemExit(f"log_draft_routing: {len(routers)} routers, but only {len(got)} gave top-{k} ids "
-                             f"or {experts}-wide router logits")
-        node.experts = [got[i] for i in range(len(routers))]
-        lp = torch.log_softmax(out.logits[0, -1].float(), dim=-1).topk(a.width)
-        return [(int(t), float(v)) for v, t in zip(lp.values.tolist(), lp.indices.tolist(), strict=True)]
+    with ExitStack() as stack:   # the log replaces --out once, atomically, when every node is written
+        sink = stack.enter_context(stack.enter_context(atomic_path(a.out)).open("w")) if a.out else sys.stdout
+        versions = {"torch": torch.__version__, "transformers": transformers.__version__,
+                    "device": torch.cuda.get_device_name(0), "hf_model": a.model}
+        sink.write(header_line(a.model, len(routers), k, experts, a, versions) + "\n")
+        dev = model.get_input_embeddings().weight.device
+        eos_ids = tok.eos_token_id
+        eos = set(eos_ids if isinstance(eos_ids, list) else [eos_ids]) - {None}
+        cache: dict[str, Any] = {}        # the prompt's KV cache up to (not including) the root
 
-    with torch.inference_mode():
-        for p, text in enumerate(texts):
-            if a.chat:
-                ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
-            else:
-                ids = tok(text)["input_ids"]
-            if len(ids) < 2:
-                print(f"log_draft_routing: prompt {p} has {len(ids)} token(s), skipped (needs >= 2)", file=sys.stderr)
-                continue
-            cache["prefix"] = model(torch.tensor([ids[:-1]], device=dev), use_cache=True).past_key_values
-            root, pos = ids[-1], len(ids) - 1
+        def visit(node: Node) -> list[tuple[int, float]]:
+            last.clear()
+            block_last.clear()
+            out = model(torch.tensor([list(node.path)], device=dev),
+                        past_key_values=copy.deepcopy(cache["prefix"]), use_cache=True)
+            got = last if len(last) == len(routers) else block_last
+            if len(got) != len(routers):
+                raise SystemExit(f"log_draft_routing: {len(routers)} routers, but only {len(got)} gave top-{k} "
+                                 f"ids or {experts}-wide router logits")
+            node.experts = [got[i] for i in range(len(routers))]
+            lp = torch.log_softmax(out.logits[0, -1].float(), dim=-1).topk(a.width)
+            return [(int(t), float(v)) for v, t in zip(lp.values.tolist(), lp.indices.tolist(), strict=True)]
 
-            for step in range(a.steps):
-                nodes = build_tree(root, a.depth, a.width, visit)
-                for node in nodes:
-                    sink.write(node_line(p, step, pos, node) + "\n")
-                new = accepted(nodes)
-                # the prefix grows by the root and the accepted chain; the bonus is the next root
-                cache["prefix"] = model(torch.tensor([[root, *new[:-1]]], device=dev),
-                                        past_key_values=cache["prefix"], use_cache=True).past_key_values
-                root, pos = new[-1], pos + len(new)
-                if eos & set(new):
-                    break
-    for h in handles:
-        h.remove()
-    if a.out:
-        sink.close()
+        with torch.inference_mode():
+            for p, text in enumerate(texts):
+                if a.chat:
+                    ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+                else:
+                    ids = tok(text)["input_ids"]
+                if len(ids) < 2:
+                    print(f"log_draft_routing: prompt {p} has {len(ids)} token(s), skipped (needs >= 2)",
+                          file=sys.stderr)
+                    continue
+                cache["prefix"] = model(torch.tensor([ids[:-1]], device=dev), use_cache=True).past_key_values
+                root, pos = ids[-1], len(ids) - 1
+
+                for step in range(a.steps):
+                    nodes = build_tree(root, a.depth, a.width, visit)
+                    for node in nodes:
+                        sink.write(node_line(p, step, pos, node) + "\n")
+                    new = accepted(nodes)
+                    # the prefix grows by the root and the accepted chain; the bonus is the next root
+                    cache["prefix"] = model(torch.tensor([[root, *new[:-1]]], device=dev),
+                                            past_key_values=cache["prefix"], use_cache=True).past_key_values
+                    root, pos = new[-1], pos + len(new)
+                    if eos & set(new):
+                        break
+        for h in handles:
+            h.remove()
     return 0
 
 

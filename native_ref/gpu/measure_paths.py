@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -188,25 +188,27 @@ def refit(doc: dict[str, Any], src: Path, base: Path, out: Path, name: str) -> d
     import tomlkit
 
     from moesim.calibrate.profile_edit import set_profile_value
-    from moesim.config.profiles import load_profile
+    from moesim.config.profiles import load_profile, write_profile
 
     check_result(doc)
     base_prof = load_profile(base)
     if getattr(base_prof, "kind", None) != "gpu-server" or not base_prof.runtime.paths:
         raise ValueError(f"refit: base profile {base.stem} has no [runtime.paths] (the code-path runtime); "
                          "per_op_us / host_sync_us price code paths only")
-    shutil.copyfile(base, out)
-    text = tomlkit.parse(out.read_text())
-    text["name"] = name
-    text["display_name"] = f"{text['display_name']} (launch and sync measured on {doc['device']})"
-    out.write_text(tomlkit.dumps(text))
-    where = f"native_ref/gpu/measure_paths.py on {doc['device']}, torch {doc['torch']} ({src.name})"
-    set_profile_value(out, "runtime", "per_op_us", round(float(doc["launch_us"]), 4),
-                      f"measured: {where}: launch_us, host time of one tiny async op (x.add_(1)), median of 1000 "
-                      "in a row; eager ops of the real paths carry more Python and dispatch than this")
-    set_profile_value(out, "runtime", "host_sync_us", round(float(doc["sync_us"]), 4),
-                      f"measured: {where}: sync_us, one .item() round trip on an idle stream (nonzero of a small "
-                      f"mask {float(doc['nonzero_us']):.4g} us)")
+    with tempfile.TemporaryDirectory() as work:   # edit a copy; ``out`` is replaced once, atomically
+        draft = Path(work) / out.name
+        text = tomlkit.parse(base.read_text())
+        text["name"] = name
+        text["display_name"] = f"{text['display_name']} (launch and sync measured on {doc['device']})"
+        draft.write_text(tomlkit.dumps(text))
+        where = f"native_ref/gpu/measure_paths.py on {doc['device']}, torch {doc['torch']} ({src.name})"
+        set_profile_value(draft, "runtime", "per_op_us", round(float(doc["launch_us"]), 4),
+                          f"measured: {where}: launch_us, host time of one tiny async op (x.add_(1)), median of "
+                          "1000 in a row; eager ops of the real paths carry more Python and dispatch than this")
+        set_profile_value(draft, "runtime", "host_sync_us", round(float(doc["sync_us"]), 4),
+                          f"measured: {where}: sync_us, one .item() round trip on an idle stream (nonzero of a "
+                          f"small mask {float(doc['nonzero_us']):.4g} us)")
+        write_profile(draft.read_text(), out)
     prof = load_profile(out)
     rows, slopes = check_paths(doc, prof)
     return {"schema": REFIT_SCHEMA, "profile": str(out), "source": src.name, "device": doc["device"],
@@ -327,7 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     check_result(doc)
     text = json.dumps(doc, indent=1, sort_keys=True)
     if a.out:
-        a.out.write_text(text + "\n")
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # this checkout's moesim.files (stdlib only)
+        from moesim.files import write_text_atomic
+
+        write_text_atomic(text + "\n", a.out)
     print(text)
     return 0
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from moesim.cli.output import emit_json, emit_table
+from moesim.cli.output import emit_json, emit_table, writable_path
 from moesim.errors import InputError
 
 __all__ = ["calibrate_device"]
@@ -40,7 +40,7 @@ def _interval(iv: tuple[float, float] | None) -> str:
               help="TTFT log CSV: model,tokens,ttft_s[,group_size,banks][,source]; repeatable.")
 @click.option("--hold-out", "hold_out", metavar="FIG1,FIG2",
               help="Figures to predict rather than fit (names as the table shows them, e.g. htp:pp2048).")
-@click.option("--out", "out", type=click.Path(dir_okay=False), metavar="PATH",
+@click.option("--out", "out", type=click.Path(dir_okay=False), metavar="PATH", callback=writable_path,
               help="Where to write the profile [default: device_profiles/NAME.toml].")
 @click.option("--force", is_flag=True, help="Replace an existing profile file.")
 @click.option("--write/--no-write", default=True, help="Write the profile (--no-write: show the fit only).")
@@ -70,7 +70,7 @@ def calibrate_device(name: str, base: str, bench_files: tuple[str, ...], fio_fil
     if path.resolve().parent == profile_dir().resolve() and path.name != f"{name}.toml":
         raise InputError("--out", f"must be {name}.toml in the bundled profile folder (a bundled profile's file "
                          "is named after it)", str(path))
-    if write and path.exists() and not force and path.is_file():
+    if write and path.is_file() and not force:
         raise InputError("--out", "must not name an existing profile file (add --force to replace it)", str(path))
     if write and not out and name in profile_names() and not force:
         raise InputError("NAME", "must not be a bundled profile's name (add --force to replace it)", name)

@@ -276,7 +276,10 @@ def test_fuzzed_grids_end_cleanly(grid: tuple[str, bool], capsys: pytest.Capture
 _SPECIALS = ["new", "regular", "chardev", "fifo", "socket", "folder", "link-to-chardev", "link-to-fifo",
              "link-to-regular", "dangling-link", "/dev/full", "/dev/null", "name-at-255", "name-of-256"]
 _OUTPUTS = {"prefill": ["prefill", "--model", "flame-moe-290m", "--tokens", "16", "--timeline"],
-            "decode": ["decode", "--model", "olmoe-1b-7b", "--tokens", "4", "--timeline"]}
+            "decode": ["decode", "--model", "olmoe-1b-7b", "--tokens", "4", "--timeline"],
+            "calibrate-device": ["calibrate", "device", "fuzzed", "--llama-bench",
+                                 str(Path(__file__).resolve().parents[2] / "validation" / "logs"
+                                     / "llamacpp-pr23368-s26plus-htp0-qwen3-4b.md"), "--force", "--out"]}
 _IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 

@@ -178,6 +178,8 @@ def read_draft_log(path: Path) -> DraftLog:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError("draft log", f"cannot be read ({exc.strerror})", str(path)) from None
+    except UnicodeDecodeError:
+        raise InputError("draft log", "must be UTF-8 text (JSON lines)", str(path)) from None
     return parse_draft_log(text.splitlines(), source=str(path))
 
 

@@ -169,6 +169,10 @@ def test_cli_trace_draft_log(tmp_path: Path, run_cli) -> None:  # type: ignore[n
     bad.write_text('{"schema": 1}\n')
     res = run_cli("trace", "draft-log", str(bad))
     assert res.code == 2 and res.err.count("\n") == 1 and "line 1: model is missing" in res.err
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\x7fELF\x02\x01\xd0\xff")
+    res = run_cli("trace", "draft-log", str(binary))
+    assert res.code == 2 and res.err.count("\n") == 1 and "must be UTF-8 text" in res.err
 
 
 def test_router_outputs_give_top_k_ids_when_torch_is_installed() -> None:

@@ -28,7 +28,7 @@ from moesim.config.device import GPUServerProfile
 from moesim.config.formats import WeightFormat
 from moesim.config.model import ModelSpec, WeightRecipe
 from moesim.config.profiles import gpu_profile, override_profile
-from moesim.cost.verify import ar_time, draft_time_estimate, forward_time, verify_params
+from moesim.cost.verify import ar_time, forward_time, mtp_draft_time, union_of_random_sets, verify_params
 from moesim.validate.registry import Case, Expect
 
 __all__ = ["gpu_device_cases", "decode_s_per_token", "batch_s_per_token", "effective_bw_TBps", "mtp_tokens_per_s",
@@ -77,14 +77,14 @@ def decode_s_per_token(device: str, model: str | ModelSpec, gpus: int | None = N
 
 def mtp_tokens_per_s(device: str, model: str | ModelSpec, drafts: int, alpha: float) -> float:
     """Tokens per second of an MTP chain of ``drafts`` draft tokens at the published mean accepted
-    length ``alpha``: one step is ``drafts`` draft forwards (one decoder layer + the LM head each,
-    :func:`moesim.cost.verify.draft_time_estimate`) and a verification forward over ``drafts + 1``
-    tokens whose per-layer union is that of independent uniform top-k draws."""
+    length ``alpha``: one step is ``drafts`` forwards of the MTP module (one decoder layer with its MoE
+    and the LM head each, :func:`moesim.cost.verify.mtp_draft_time`, as ``--draft mtp`` prices them)
+    and a verification forward over ``drafts + 1`` tokens whose per-layer union is that of
+    independent uniform top-k draws."""
     spec = _spec(model)
     p = verify_params(_profile(device), spec)
-    n, k, tokens = spec.moe.num_routed_experts, spec.moe.top_k, drafts + 1
-    union = n * (1.0 - (1.0 - k / n) ** tokens)
-    step = float(forward_time(p, p.n_moe_layers * union, tokens)) + draft_time_estimate(p, drafts)
+    union = union_of_random_sets(spec.moe.num_routed_experts, spec.moe.top_k, drafts + 1)
+    step = float(forward_time(p, p.n_moe_layers * union, drafts + 1)) + mtp_draft_time(p, (1,) * drafts)
     return alpha / step
 
 

@@ -145,6 +145,9 @@ class CPUSection(Section):
     routed_gemv_GFLOPS: PositiveFloat | None = Field(
         None, description="a routed expert's products, one matrix-vector product per routed token (llama.cpp's "
                           "CPU MUL_MAT_ID on repacked Q4_0), weights from cache; unset: experts run the GEMM")
+    l2_per_core_KiB: PositiveFloat | None = Field(
+        None, description="L2 cache per core of the slowest cluster: a thread's slice of an expert matrix larger "
+                          "than this streams from DRAM at every routed token; unset: every slice stays cached")
 
     @property
     def cores(self) -> int:

@@ -18,7 +18,7 @@ from moesim.cost.params import Backend
 from moesim.units import FP16_B, FP32_B
 
 __all__ = ["OpCost", "GEMM_ROW_BLOCK", "padded", "matmul", "ffn_op", "expert_op", "group_op", "attention_op",
-           "layer_non_ffn", "is_attention_layer", "layer_window", "lm_head_op"]
+           "expert_gemv_ns", "layer_non_ffn", "is_attention_layer", "layer_window", "lm_head_op"]
 
 _Q4 = RECIPES["q4_0"]
 #: llama.cpp's CPU matmul on repacked Q4_0 (ggml-cpu/repack.cpp, ``forward_mul_mat_one_chunk``) runs
@@ -65,13 +65,39 @@ def matmul(tokens: int, rows: int, row_len: int, weight_B: float, be: Backend, d
 
 def _cpu_matmul(tokens: int, weights: int, weight_B: float, be: Backend, expert: bool) -> OpCost:
     """llama.cpp's CPU products on repacked Q4_0: a dense matmul runs the GEMM on the rows in
-    whole blocks of :data:`GEMM_ROW_BLOCK` and one GEMV per remaining row; a routed expert
-    (MUL_MAT_ID, ``forward_mul_mat_id``) runs one GEMV per routed token, its weights read from
-    DRAM once and from cache after. Weight reads overlap the products."""
+    whole blocks of :data:`GEMM_ROW_BLOCK` and one GEMV per remaining row, its weight reads
+    overlapping the products. A routed expert (MUL_MAT_ID, ``forward_mul_mat_id``) runs one GEMV
+    per routed token, each thread over its own fixed slice of the expert's rows: the first GEMV
+    streams the slice from DRAM (at the decode rate, or the product's own time if longer) and
+    the following ones find it in the cores' cache, one after the other (:func:`expert_gemv_ns`)."""
     assert be.gemv_flop_per_ns is not None
-    gemm_rows = 0 if expert else tokens - tokens % GEMM_ROW_BLOCK
+    if expert:
+        return OpCost(mat_ns=expert_gemv_ns(tokens, weights, weight_B, be), vec_ns=weight_B / be.weight_B_per_ns)
+    gemm_rows = tokens - tokens % GEMM_ROW_BLOCK
     mat = 2.0 * weights * (gemm_rows / be.mat_flop_per_ns + (tokens - gemm_rows) / be.gemv_flop_per_ns)
     return OpCost(mat_ns=mat, vec_ns=weight_B / be.weight_B_per_ns)
+
+
+def expert_gemv_ns(tokens: int, weights: int, weight_B: float, be: Backend) -> float:
+    """A routed expert's ``tokens`` GEMVs on the CPU: ``g = 2 weights / R_gemv`` each from cache,
+    ``d = weight_B / R_dram`` to stream the weights from DRAM. The first GEMV takes ``max(g, d)``
+    (its product waits for its data) and each further one ``g``; when a thread's slice of one of
+    the expert's three matrices (``weight_B / 3 / threads``) exceeds its share of the cache,
+    every GEMV streams again: ``tokens x max(g, d)``.
+
+    >>> be = Backend(name="cpu", mat_flop_per_ns=500.0, weight_B_per_ns=20.0, elem_B_per_ns=80.0, tile_rows=1,
+    ...              call_overhead_ns=0.0, gemv_flop_per_ns=100.0, threads=8, cache_share_B=2**21)
+    >>> expert_gemv_ns(10, 1_000_000, 562_500.0, be)   # g = 20,000 ns, d = 28,125 ns
+    208125.0
+    """
+    assert be.gemv_flop_per_ns is not None
+    if tokens <= 0:
+        return 0.0
+    g = 2.0 * weights / be.gemv_flop_per_ns
+    first = max(g, weight_B / be.weight_B_per_ns)
+    if be.cache_share_B is not None and weight_B / 3.0 / be.threads > be.cache_share_B:
+        return tokens * first
+    return first + (tokens - 1) * g
 
 
 def ffn_op(tokens: int, hidden: int, inter: int, weight_B: float, be: Backend, expert: bool = False) -> OpCost:

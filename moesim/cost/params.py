@@ -42,6 +42,8 @@ class Backend:
     softmax_vec_ns_per_score: float = 0.0  # products on the mat unit: the vector unit's softmax time a score
     vec_flop_per_ns: float | None = None  # fp16 multiply-adds on the vector unit (the HTP's HVX), for decode
     gemv_flop_per_ns: float | None = None  # one-row products (the CPU's GEMV): routed experts, dense remainders
+    threads: int = 1              # threads that split a product's rows (the CPU: one a core)
+    cache_share_B: float | None = None  # the cache one thread's slice of an expert matrix may occupy (None: any fits)
     mla_absorbed: bool = False    # DeepSeek MLA attends in the latent (absorbed) rather than per head
 
 
@@ -108,7 +110,8 @@ def cpu_backend(p: MobileNPUProfile) -> Backend:
     """llama.cpp-like CPU execution: dense products at the Q4_0 GEMM rate, routed experts one GEMV
     per routed token at ``cpu.routed_gemv_GFLOPS`` (llama.cpp's MUL_MAT_ID on repacked Q4_0;
     docs/background/prefill-model.md, 'The CPU baseline'), weights read from DRAM at the rate the
-    cores reach (``cpu.q4_0_gemv_GBps``, measured in decode; else the DRAM peak)."""
+    cores reach (``cpu.q4_0_gemv_GBps``, measured in decode; else the DRAM peak), each core's
+    slice of an expert cached when it fits ``cpu.l2_per_core_KiB``."""
     return Backend(
         name="cpu",
         mat_flop_per_ns=p.cpu.require("q4_0_gemm_GFLOPS", p.name),
@@ -119,6 +122,8 @@ def cpu_backend(p: MobileNPUProfile) -> Backend:
         attention_flop_per_ns=p.cpu.attention_GFLOPS,
         attention_on_vec=False,
         gemv_flop_per_ns=p.cpu.routed_gemv_GFLOPS,
+        threads=p.cpu.cores,
+        cache_share_B=None if p.cpu.l2_per_core_KiB is None else p.cpu.l2_per_core_KiB * 1024.0,
     )
 
 

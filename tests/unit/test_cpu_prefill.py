@@ -4,6 +4,8 @@ come from DRAM at the cores' measured rate, and the rates come from CPU figures.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from moesim.calibrate.cpu_anchor import MNN_QWEN3_1_7B, attention_to_gemm_ratio, cpu_gemm_GFLOPS
@@ -29,13 +31,26 @@ def phone() -> MobileNPUProfile:
 
 
 def test_a_routed_expert_costs_one_gemv_per_routed_token() -> None:
-    """1024 x 2048 weights: one GEMV row is 2 x 2,097,152 / 100 = 41,943 ns; 64 routed tokens
-    64 of them (no GEMM), while a dense product of 64 rows runs the GEMM (4x faster here)."""
+    """1024 x 2048 weights: one GEMV from cache is 2 x 2,097,152 / 100 = 41,943 ns, streaming the
+    1,179,648 B from DRAM at 20 B/ns 58,982 ns. The first routed token's GEMV waits for the DRAM
+    stream, the other 63 run from cache (no GEMM), while a dense product of 64 rows runs the GEMM."""
     w = 1024 * 2048
-    one = matmul(1, 1024, 2048, w * 18 / 32, CPU, expert=True).mat_ns
-    assert one == pytest.approx(2 * w / 100.0)
-    assert matmul(64, 1024, 2048, w * 18 / 32, CPU, expert=True).mat_ns == pytest.approx(64 * one)
+    gemv, dram = 2 * w / 100.0, w * 18 / 32 / 20.0
+    assert matmul(1, 1024, 2048, w * 18 / 32, CPU, expert=True).mat_ns == pytest.approx(dram)
+    assert matmul(64, 1024, 2048, w * 18 / 32, CPU, expert=True).mat_ns == pytest.approx(dram + 63 * gemv)
     assert matmul(64, 1024, 2048, w * 18 / 32, CPU).mat_ns == pytest.approx(64 * 2 * w / 400.0)
+
+
+def test_an_expert_slice_larger_than_a_core_s_cache_streams_at_every_token() -> None:
+    """llama.cpp's forward_mul_mat_id gives each of 8 threads a fixed slice of the rows: 1,179,648 B
+    / 3 matrices / 8 threads = 49,152 B a thread. With 40 KiB of cache a core it no longer stays
+    cached, so each of 8 routed tokens streams the weights again; with 64 KiB it does."""
+    w = 1024 * 2048
+    dram, gemv = w * 18 / 32 / 20.0, 2 * w / 100.0
+    small = replace(CPU, threads=8, cache_share_B=40 * 1024.0)
+    big = replace(CPU, threads=8, cache_share_B=64 * 1024.0)
+    assert matmul(8, 1024, 2048, w * 18 / 32, small, expert=True).mat_ns == pytest.approx(8 * dram)
+    assert matmul(8, 1024, 2048, w * 18 / 32, big, expert=True).mat_ns == pytest.approx(dram + 7 * gemv)
 
 
 def test_dense_products_run_the_gemm_on_whole_blocks_of_rows_and_a_gemv_on_the_rest() -> None:
@@ -52,16 +67,20 @@ def test_a_lightly_routed_expert_waits_for_its_weights_from_dram() -> None:
     w = 1024 * 2048
     cost = matmul(1, 1024, 2048, w * 18 / 32, CPU, expert=True)
     assert cost.total_ns == pytest.approx(w * 18 / 32 / 20.0)
-    assert matmul(8, 1024, 2048, w * 18 / 32, CPU, expert=True).total_ns == pytest.approx(8 * 2 * w / 100.0)
+    assert matmul(8, 1024, 2048, w * 18 / 32, CPU, expert=True).total_ns == pytest.approx(
+        w * 18 / 32 / 20.0 + 7 * 2 * w / 100.0)
 
 
 def test_the_phone_cpu_reads_weights_at_its_measured_rate_and_runs_experts_as_gemv(phone: MobileNPUProfile) -> None:
     be = cpu_backend(phone)
     assert be.weight_B_per_ns == phone.cpu.q4_0_gemv_GBps
     assert be.gemv_flop_per_ns == phone.cpu.routed_gemv_GFLOPS
+    assert be.threads == phone.cpu.cores and be.cache_share_B == (phone.cpu.l2_per_core_KiB or 0.0) * 1024
     olmoe = load_model("olmoe-1b-7b")
-    per_token = expert_op(128, olmoe, be).mat_ns / 128
-    assert expert_op(256, olmoe, be).mat_ns == pytest.approx(256 * per_token, rel=1e-3)   # linear in routes
+    per_token = (expert_op(256, olmoe, be).mat_ns - expert_op(128, olmoe, be).mat_ns) / 128
+    assert per_token == pytest.approx(2 * 3 * olmoe.hidden_size * olmoe.moe.expert_intermediate_size / be.gemv_flop_per_ns, rel=1e-3)
+    first = expert_op(1, olmoe, be).mat_ns                       # the first row streams the expert from DRAM
+    assert first == pytest.approx(olmoe.expert_bytes("q4_0") / be.weight_B_per_ns, rel=1e-3)
 
 
 def test_a_gemv_faster_than_the_gemm_is_refused(phone: MobileNPUProfile) -> None:

@@ -39,8 +39,10 @@ def _names(text: str | None) -> list[str] | None:
               help=f"Policies to compare, among {', '.join(POLICY_NAMES)} [default: "
               f"{', '.join(COMPARE_DEFAULT_POLICIES)}]")
 @click.option("--baseline", metavar="POLICY",
-              help="The policy the speedup, memory and energy ratios are taken against [default: resident when "
-              "it is compared, else the first of --policies].")
+              help="The policy the speedup, memory and energy ratios are taken against, or fastest-completed: at "
+              "each prompt length the fastest of resident, cpu, gpu-resident and qnn-switch whose run fits the "
+              "device's memory (the EStream paper's reference) [default: resident when it is compared, else "
+              "the first of --policies].")
 @click.option("--memory-budget-gib", type=float, help="Peak-memory budget for every policy.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE", help="Profile what-if (repeatable).")
 @protocol_options
@@ -60,7 +62,7 @@ def compare(model: str, device: str, devices: str | None, tokens: str, policies:
     invalid --set, a budget that no policy fits); rows that cannot run beside rows that can are
     shown with their reason."""
     from moesim.plotting import check_figure_path
-    from moesim.report.compare import compare_policies, default_baseline, global_failure, plot_plane
+    from moesim.report.compare import FASTEST_COMPLETED, compare_policies, default_baseline, global_failure, plot_plane
 
     if devices is not None:
         from moesim.cli.compare_devices import compare_devices_mode
@@ -89,7 +91,12 @@ def compare(model: str, device: str, devices: str | None, tokens: str, policies:
         return
     cache = "warm page cache" if warm else "page cache dropped"
     origin = "process launch (load counted)" if ttft_from == "launch" else "the request (load not counted)"
-    click.echo(f"{model} on {device}; speedup, memory and energy ratios against {baseline} (above 1 = better); "
+    against = baseline
+    if baseline == FASTEST_COMPLETED:
+        picked = {r["tokens"]: r["baseline"] or "none completes" for r in rows}
+        against = ("the fastest completed non-offloading policy (" +
+                   ", ".join(f"{n} tokens: {p}" for n, p in picked.items()) + ")")
+    click.echo(f"{model} on {device}; speedup, memory and energy ratios against {against} (above 1 = better); "
                f"[90% interval]; {cache}, TTFT from {origin}")
     table = []
     for r in rows:

@@ -27,12 +27,19 @@ from moesim.errors import InputError, MoesimError
 from moesim.plotting import pyplot, save_figure
 from moesim.simulate.prefill import simulate_prefill
 
-__all__ = ["COLUMNS", "compare_policies", "plot_plane", "bound_of", "default_baseline", "global_failure",
-           "prefill_row"]
+__all__ = ["COLUMNS", "FASTEST_COMPLETED", "NON_OFFLOADING", "compare_policies", "plot_plane", "bound_of",
+           "default_baseline", "global_failure", "prefill_row"]
+
+#: ``--baseline`` that takes, at each prompt length, the fastest non-offloading policy whose run
+#: fits the device's memory: the reference of the EStream paper's headline ratios ("faster than
+#: the fastest completed non-offloading baseline")
+FASTEST_COMPLETED = "fastest-completed"
+#: policies that hold every weight in memory (none streams experts from flash)
+NON_OFFLOADING = ("resident", "cpu", "gpu-resident", "qnn-switch")
 
 COLUMNS = ("tokens", "policy", "ttft_s", "ttft_s_interval", "load_s", "tokens_per_s", "peak_memory_GiB",
            "peak_memory_GiB_interval", "bubble_share", "bound", "energy_j", "energy_j_interval", "tokens_per_j",
-           "speedup", "memory_ratio", "energy_ratio", "config", "error")
+           "speedup", "memory_ratio", "energy_ratio", "baseline", "config", "error")
 
 
 def bound_of(m: dict[str, Any]) -> str:
@@ -128,8 +135,13 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
         if name not in POLICY_NAMES:
             raise InputError("--policies", f"must be among {', '.join(POLICY_NAMES)}", name)
     baseline = default_baseline(chosen) if baseline is None else baseline
-    if baseline not in chosen:
-        raise InputError("--baseline", f"must be one of the compared policies ({', '.join(chosen)})", baseline)
+    if baseline == FASTEST_COMPLETED:
+        if not any(p in NON_OFFLOADING for p in chosen):
+            raise InputError("--baseline", f"{FASTEST_COMPLETED} needs a non-offloading policy among the compared "
+                             f"({', '.join(NON_OFFLOADING)})", ",".join(chosen))
+    elif baseline not in chosen:
+        raise InputError("--baseline", f"must be one of the compared policies ({', '.join(chosen)}) or "
+                         f"{FASTEST_COMPLETED}", baseline)
     load_model(model)
     phone_profile(device, overrides)
     plans = [[validate_data(PrefillRun, {"model": model, "device": device, "tokens": n, "seed": seed,
@@ -139,15 +151,34 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
     rows = []
     for runs in plans:
         block = [_row(r) for r in (progress(runs) if progress else runs)]
-        base = next(r for r in block if r["policy"] == baseline)
+        base = _reference(block, baseline)
         for r in block:
-            ok = r["error"] is None and base["error"] is None
-            r["speedup"] = base["ttft_s"] / r["ttft_s"] if ok and r["ttft_s"] > 0 else None
-            r["memory_ratio"] = base["peak_memory_GiB"] / r["peak_memory_GiB"] if ok else None
-            r["energy_ratio"] = (base["energy_j"] / r["energy_j"] if ok and r["energy_j"] and base["energy_j"]
-                                 else None)
+            r["baseline"] = None if base is None else base["policy"]
+            r["speedup"] = r["memory_ratio"] = r["energy_ratio"] = None
+            if base is None or r["error"] is not None or base["error"] is not None:
+                continue
+            r["speedup"] = base["ttft_s"] / r["ttft_s"] if r["ttft_s"] > 0 else None
+            r["memory_ratio"] = base["peak_memory_GiB"] / r["peak_memory_GiB"]
+            r["energy_ratio"] = base["energy_j"] / r["energy_j"] if r["energy_j"] and base["energy_j"] else None
         rows += block
     return rows
+
+
+def _reference(block: list[dict[str, Any]], baseline: str) -> dict[str, Any] | None:
+    """The row the ratios of one prompt length are taken against: the named policy's, or with
+    :data:`FASTEST_COMPLETED` the fastest non-offloading row that ran and fits the device's
+    memory (None when none does: a run that exceeds it would not complete on the device).
+
+    >>> rows = [{"policy": "cpu", "error": None, "ttft_s": 9.0, "config": {"fits_device_memory": True}},
+    ...         {"policy": "resident", "error": None, "ttft_s": 2.0, "config": {"fits_device_memory": False}}]
+    >>> _reference(rows, FASTEST_COMPLETED)["policy"], _reference(rows, "resident")["policy"]
+    ('cpu', 'resident')
+    """
+    if baseline != FASTEST_COMPLETED:
+        return next(r for r in block if r["policy"] == baseline)
+    done = [r for r in block if r["policy"] in NON_OFFLOADING and r["error"] is None
+            and r["config"]["fits_device_memory"]]
+    return min(done, key=lambda r: r["ttft_s"]) if done else None
 
 
 def plot_plane(rows: list[dict[str, Any]], path: str | Path, title: str) -> Path:

@@ -100,3 +100,28 @@ def test_global_failure_lists_each_distinct_reason_once() -> None:
     assert global_failure(rows) == "no policy can run: x must be y, got 1 (estream, naive); x must be y, got 2 " \
                                    "(estream, naive)"
     assert global_failure([*rows, {"policy": "cpu", "tokens": 1, "error": None}]) is None
+
+
+def test_fastest_completed_baseline_skips_runs_that_exceed_the_device(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The EStream paper's reference: at each length the fastest non-offloading run that fits the
+    phone. OLMoE's resident NPU run fits (it is the reference); Qwen3-30B-A3B's resident and CPU
+    runs need 16.3 GiB of 15.1, so nothing completes and no ratio is given."""
+    res = run_cli("compare", "--tokens", "256", "--policies", "estream,resident,cpu", "--baseline",
+                  "fastest-completed", "--json")
+    assert res.code == 0, res.err
+    rows = {r["policy"]: r for r in json.loads(res.out)["rows"]}
+    assert {r["baseline"] for r in rows.values()} == {"resident"}
+    assert rows["estream"]["speedup"] == rows["resident"]["ttft_s"] / rows["estream"]["ttft_s"]
+    res = run_cli("compare", "--model", "qwen3-30b-a3b", "--tokens", "64", "--policies", "estream,resident,cpu",
+                  "--baseline", "fastest-completed")
+    assert res.code == 0, res.err
+    assert "64 tokens: none completes" in res.out
+    res = run_cli("compare", "--model", "qwen3-30b-a3b", "--tokens", "64", "--policies", "estream,cpu",
+                  "--baseline", "fastest-completed", "--json")
+    assert all(r["speedup"] is None and r["baseline"] is None for r in json.loads(res.out)["rows"])
+
+
+def test_fastest_completed_needs_a_non_offloading_policy(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("compare", "--policies", "estream,mmap", "--baseline", "fastest-completed")
+    assert res.code == 2 and "fastest-completed needs a non-offloading policy" in res.err
+    assert res.err.count("\n") == 1

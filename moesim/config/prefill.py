@@ -68,6 +68,10 @@ class CPUPolicy(Frozen):
 
     kind: Literal["cpu"] = "cpu"
     ubatch_tokens: PositiveInt = Field(512, description="prompt tokens per forward (llama.cpp n_ubatch)")
+    source_mapped: bool = Field(
+        True, description="the GGUF stays mapped after its matrix weights are copied into the CPU repack buffer, "
+                          "so its pages count in physical memory beside the copy (llama.cpp's default mmap + repack "
+                          "on ARM: issues #16761, #19578); false: --no-mmap, or PR #24156's --reclaim-mmap-source")
 
 
 class MmapPolicy(Frozen):
@@ -119,7 +123,7 @@ def policy_options() -> dict[str, frozenset[str]]:
 
     >>> {name: sorted(kinds) for name, kinds in policy_options().items()}  # doctest: +NORMALIZE_WHITESPACE
     {'group_size': ['estream', 'naive'], 'banks': ['estream'], 'queue_depth': ['estream', 'layer-b2'],
-     'prefetch': ['estream'], 'ubatch_tokens': ['cpu', 'gpu-resident', 'mmap']}
+     'prefetch': ['estream'], 'ubatch_tokens': ['cpu', 'gpu-resident', 'mmap'], 'source_mapped': ['cpu']}
     """
     takes: dict[str, set[str]] = {}
     for model, kind in zip(POLICY_MODELS, POLICY_NAMES):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from moesim.config.model import ModelSpec
 from moesim.errors import InputError
@@ -19,10 +19,23 @@ class MemoryBreakdown:
     activations_B: int
     kv_cache_B: int
     runtime_B: int
+    mapped_B: int = 0     # file pages left mapped after their tensors were copied out (clean, reclaimable)
+
+    @property
+    def anonymous_B(self) -> int:
+        """What the process itself holds: everything but the reclaimable mapped file pages."""
+        return self.weights_B + self.arena_B + self.activations_B + self.kv_cache_B + self.runtime_B
 
     @property
     def total_B(self) -> int:
-        return self.weights_B + self.arena_B + self.activations_B + self.kv_cache_B + self.runtime_B
+        """Peak physical memory (resident set): the anonymous part plus the mapped file pages."""
+        return self.anonymous_B + self.mapped_B
+
+    def under_pressure(self, usable_B: int) -> MemoryBreakdown:
+        """This breakdown on a device with ``usable_B``: the kernel reclaims the clean mapped pages
+        the anonymous part leaves no room for (it cannot reclaim the anonymous part)."""
+        room = max(0, usable_B - self.anonymous_B)
+        return replace(self, mapped_B=min(self.mapped_B, room))
 
 
 def activation_bytes(model: ModelSpec, n_tokens: int, routed_max: int) -> int:
@@ -39,16 +52,18 @@ def activation_bytes(model: ModelSpec, n_tokens: int, routed_max: int) -> int:
 
 
 def prefill_memory(model: ModelSpec, n_tokens: int, *, weights_B: int, arena_B: int, runtime_B: int,
-                   routed_max: int, kv_tokens: int | None = None, kv_all_layers: bool = True) -> MemoryBreakdown:
+                   routed_max: int, kv_tokens: int | None = None, kv_all_layers: bool = True,
+                   mapped_B: int = 0) -> MemoryBreakdown:
     """``kv_all_layers=False``: a prefill-only run that executes the whole prompt layer by
-    layer needs only the current layer's K and V (nothing attends to them later)."""
+    layer needs only the current layer's K and V (nothing attends to them later); ``mapped_B``:
+    file pages the runtime keeps mapped beside its own copy of the weights."""
     per_token = model.kv_cache_bytes_per_token(FP16_B)
     if not kv_all_layers:
         per_token //= model.num_attention_layers
     kv = per_token * (n_tokens if kv_tokens is None else kv_tokens)
     return MemoryBreakdown(weights_B=weights_B, arena_B=arena_B,
                            activations_B=activation_bytes(model, n_tokens, routed_max),
-                           kv_cache_B=kv, runtime_B=runtime_B)
+                           kv_cache_B=kv, runtime_B=runtime_B, mapped_B=mapped_B)
 
 
 def _gib(n_B: float) -> str:

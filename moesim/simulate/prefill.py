@@ -11,7 +11,7 @@ import numpy as np
 
 from moesim.config.catalog import load_model
 from moesim.config.device import MobileNPUProfile
-from moesim.config.model import ModelSpec
+from moesim.config.model import ModelSpec, TensorClass
 from moesim.config.prefill import EStreamPolicy, PrefillRun
 from moesim.config.profiles import phone_profile, profile_hash
 from moesim.cost.bounds import stream_bounds
@@ -55,8 +55,11 @@ def _non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRu
     weights = plan_floor(plan_kind, model).resident_weights_B
     if plan_kind in ("cpu", "mmap", "gpu-resident"):
         ub = getattr(run.policy, "ubatch_tokens", n)
+        mapped = 0
+        if getattr(run.policy, "source_mapped", False):   # the repack copy beside the whole mapped file
+            mapped, weights = weights, weights - model.bytes_by_class("q4_0").get(TensorClass.EMBEDDING, 0)
         return prefill_memory(model, min(n, ub), weights_B=weights, arena_B=0, runtime_B=runtime_B,
-                              routed_max=min(routed_max, ub), kv_tokens=n)
+                              routed_max=min(routed_max, ub), kv_tokens=n, mapped_B=mapped)
     return prefill_memory(model, n, weights_B=weights, arena_B=0, runtime_B=runtime_B, routed_max=routed_max,
                           kv_all_layers=run.kv_retention == "all-layers")
 
@@ -208,7 +211,8 @@ def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts
     else:
         timing = _cpu_timing(plan, measured, model, counts)
         arena_B = measured.cache_peak_B
-    memory = MemoryBreakdown(base.weights_B, arena_B, base.activations_B, base.kv_cache_B, base.runtime_B)
+    memory = MemoryBreakdown(base.weights_B, arena_B, base.activations_B, base.kv_cache_B, base.runtime_B,
+                             base.mapped_B).under_pressure(int(device.memory.usable_GiB * GiB))
     peak_gib, runtime_gib = memory.total_B / GiB, memory.runtime_B / GiB
     request_iv, mem_iv = _intervals(timing, peak_gib, runtime_gib, device)
     floor = plan_floor(run.policy.kind, model)
@@ -241,9 +245,10 @@ def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts
         tokens_per_j=None if energy is None else energy.tokens_per_j,
         mean_power_w=None if energy is None else energy.mean_power_w,
         energy_breakdown_j=None if energy is None else energy.energy_breakdown_j,
-        fits_device_memory=memory.total_B <= device.memory.usable_GiB * GiB,
+        fits_device_memory=memory.anonymous_B <= device.memory.usable_GiB * GiB,
         memory_GiB={"weights": memory.weights_B / GiB, "arena": memory.arena_B / GiB,
                     "activations": memory.activations_B / GiB, "kv_cache": memory.kv_cache_B / GiB,
+                    "mapped_file": memory.mapped_B / GiB,
                     "runtime": runtime_gib},
         bubble_share=timing.bubble_share, bubble_share_total=timing.bubble_share_total, io_bytes=timing.io_bytes,
         io_amplification=timing.io_amplification, utilization=timing.utilization, bounds_s=timing.bounds_s,

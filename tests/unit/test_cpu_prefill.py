@@ -12,13 +12,16 @@ from moesim.calibrate.cpu_anchor import MNN_QWEN3_1_7B, attention_to_gemm_ratio,
 from moesim.calibrate.estream import with_values
 from moesim.config.catalog import load_model
 from moesim.config.device import MobileNPUProfile
+from moesim.config.model import TensorClass
 from moesim.config.prefill import CPUPolicy, EStreamPolicy, PrefillRun
 from moesim.config.profiles import phone_profile
+from moesim.cost.memory import MemoryBreakdown
 from moesim.cost.ops import GEMM_ROW_BLOCK, expert_op, matmul
 from moesim.cost.params import Backend, cpu_backend
 from moesim.errors import InputError
 from moesim.simulate.prefill import simulate_prefill
 from moesim.traces import bundled_trace_path
+from moesim.units import GiB
 
 #: a CPU with round numbers: GEMM 400 FLOP/ns, GEMV 100 FLOP/ns, weights from DRAM at 20 B/ns
 CPU = Backend(name="cpu", mat_flop_per_ns=400.0, weight_B_per_ns=20.0, elem_B_per_ns=80.0, tile_rows=1,
@@ -118,3 +121,42 @@ def test_cpu_wins_only_the_shortest_prompts() -> None:
 
     assert ttft(16, CPUPolicy()) < ttft(16, EStreamPolicy())
     assert ttft(256, CPUPolicy()) > ttft(256, EStreamPolicy())
+
+
+def _cpu_memory(model: str, **policy: bool) -> dict[str, object]:
+    run = PrefillRun(model=model, device="sd8-elite-gen5", tokens=256, policy=CPUPolicy(**policy))
+    return simulate_prefill(run).to_dict()
+
+
+def test_the_cpu_runtime_keeps_the_mapped_file_beside_its_repacked_copy() -> None:
+    """llama.cpp's default mmap + repack on ARM: the repack buffer holds every matrix weight and
+    the GGUF's populated pages stay mapped (#16761, #19578): the resident set holds both."""
+    olmoe = load_model("olmoe-1b-7b")
+    file_B = olmoe.total_weight_bytes("q4_0")
+    embed_B = olmoe.bytes_by_class("q4_0").get(TensorClass.EMBEDDING, 0)
+    both, copy_only = _cpu_memory("olmoe-1b-7b"), _cpu_memory("olmoe-1b-7b", source_mapped=False)
+    mem = both["memory_GiB"]
+    assert mem["mapped_file"] * GiB == pytest.approx(file_B)                    # type: ignore[index]
+    assert mem["weights"] * GiB == pytest.approx(file_B - embed_B)              # type: ignore[index]
+    assert copy_only["memory_GiB"]["mapped_file"] == 0.0                        # type: ignore[index]
+    assert both["peak_memory_GiB"] - copy_only["peak_memory_GiB"] == pytest.approx(  # type: ignore[operator]
+        (file_B - embed_B) / GiB, rel=1e-6)
+    assert both["fits_device_memory"] and both["ttft_s"] == copy_only["ttft_s"]
+
+
+def test_mapped_file_pages_give_way_under_pressure_but_the_copy_does_not() -> None:
+    """DeepSeek-V2-Lite: the 8 GiB copy fits the 15.1 GiB phone and the kernel reclaims the mapped
+    pages it leaves no room for (the run completes at the device's memory); Qwen3-30B-A3B's copy
+    alone is over it: the run would not complete."""
+    ds = _cpu_memory("deepseek-v2-lite")
+    assert ds["fits_device_memory"] and ds["peak_memory_GiB"] == pytest.approx(15.1)
+    assert 0 < ds["memory_GiB"]["mapped_file"] < load_model("deepseek-v2-lite").total_weight_bytes("q4_0") / GiB  # type: ignore[index]
+    qwen = _cpu_memory("qwen3-30b-a3b")
+    assert not qwen["fits_device_memory"] and qwen["memory_GiB"]["mapped_file"] == 0.0  # type: ignore[index]
+
+
+def test_under_pressure_reclaims_only_mapped_pages() -> None:
+    m = MemoryBreakdown(weights_B=6, arena_B=0, activations_B=1, kv_cache_B=1, runtime_B=1, mapped_B=5)
+    assert m.anonymous_B == 9 and m.total_B == 14
+    assert m.under_pressure(12).mapped_B == 3 and m.under_pressure(8).mapped_B == 0
+    assert m.under_pressure(20) == m

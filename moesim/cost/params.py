@@ -51,6 +51,7 @@ class Backend:
 class UFSParams:
     latency_ns: float
     B_per_ns: float
+    page_cache_B_per_ns: float | None = None   # the page-cache read path's own cap (mmap faults); None: none
 
 
 def npu_backend(p: MobileNPUProfile) -> Backend:
@@ -156,9 +157,10 @@ def check_queue_depth(q: int, device: MobileNPUProfile) -> int:
 def ufs_params(p: MobileNPUProfile, into_arena: bool = True) -> UFSParams:
     """UFS reads; ``into_arena``: reads into an NPU bank, each followed by the bank's cache
     maintenance (``arena.ready_latency_us``) before the NPU may use it (page-cache reads of the
-    mmap baseline have none)."""
+    mmap baseline have none; they go through the page cache, at most at
+    ``runtime.buffered_read_bw_GBps``)."""
     bw = p.ufs.effective_read_bw_GBps
     if bw is None:
         bw = p.ufs.require("effective_read_bw_GBps", p.name)
     latency_us = p.ufs.require("read_latency_us", p.name) + (p.arena.ready_latency_us if into_arena else 0.0)
-    return UFSParams(latency_ns=latency_us * 1e3, B_per_ns=bw)
+    return UFSParams(latency_ns=latency_us * 1e3, B_per_ns=bw, page_cache_B_per_ns=p.runtime.buffered_read_bw_GBps)

@@ -23,10 +23,15 @@ __all__ = ["UFS", "FlashQueue", "page_fault"]
 def page_fault(sim: Sim, params: UFSParams, readahead_B: int, n_bytes: int, layer: int,
                group: int) -> Generator[Any, Any, int]:
     """A SimPy process body: ``n_bytes`` paged in by synchronous faults (mmap), one read-ahead
-    window at a time, each paying the read latency; returns the nanoseconds it took."""
+    window at a time, each paying the read latency, and never faster than the page-cache read
+    path allows (``params.page_cache_B_per_ns``: the kernel's per-page work on each window,
+    f2fs's small folios; docs/background/prefill-model.md, "The measurement protocol"); returns
+    the nanoseconds it took."""
     start = sim.now
     chunks = -(-n_bytes // readahead_B)
-    duration = ns(chunks * params.latency_ns + n_bytes / params.B_per_ns)
+    device_ns = chunks * params.latency_ns + n_bytes / params.B_per_ns
+    cap = params.page_cache_B_per_ns
+    duration = ns(device_ns if cap is None else max(device_ns, n_bytes / cap))
     yield sim.env.timeout(duration)
     sim.recorder.span(start, sim.now, "ufs", "fault", layer, group, n_bytes)
     return duration

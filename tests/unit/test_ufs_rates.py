@@ -135,3 +135,30 @@ def test_queue_depth_2_reaches_95_percent_of_the_phones_peak(phone: MobileNPUPro
     assert peak == pytest.approx(phone.ufs.effective_read_bw_GBps)
     assert read_rate_GBps(n_bytes, q, u) >= 0.95 * peak
     assert peak < 0.95 * phone.ufs.peak_read_bw_GBps      # 95% of the spec would be out of reach
+
+
+def _fault_ns(params: UFSParams, n_bytes: int, readahead_B: int) -> int:
+    from moesim.hw.ufs import page_fault
+
+    sim = Sim(0)
+    out: list[int] = []
+
+    def body() -> Generator[Any, Any, None]:
+        out.append((yield from page_fault(sim, params, readahead_B, n_bytes, 0, 0)))
+
+    sim.env.process(body())
+    sim.env.run()
+    return out[0]
+
+
+def test_page_faults_never_beat_the_page_cache_path() -> None:
+    """1 MiB faulted in 128 KiB windows at 1 us + 4 B/ns: 8 x 1,000 + 262,144 = 270,144 ns on the
+    device, but the page cache's own 2 B/ns (f2fs small folios) makes it 524,288 ns; with no cap
+    (a profile without runtime.buffered_read_bw_GBps) the device's time stands."""
+    capped = UFSParams(latency_ns=1000.0, B_per_ns=4.0, page_cache_B_per_ns=2.0)
+    assert _fault_ns(capped, 2**20, 128 * 1024) == 524_288
+    assert _fault_ns(UFSParams(latency_ns=1000.0, B_per_ns=4.0), 2**20, 128 * 1024) == 270_144
+
+
+def test_the_phone_caps_faults_at_its_buffered_read_rate(phone: MobileNPUProfile) -> None:
+    assert ufs_params(phone, into_arena=False).page_cache_B_per_ns == phone.runtime.buffered_read_bw_GBps == 2.0

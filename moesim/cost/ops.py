@@ -18,7 +18,7 @@ from moesim.cost.params import Backend
 from moesim.units import FP16_B, FP32_B
 
 __all__ = ["OpCost", "GEMM_ROW_BLOCK", "padded", "matmul", "ffn_op", "expert_op", "group_op", "attention_op",
-           "expert_gemv_ns", "layer_non_ffn", "is_attention_layer", "layer_window", "lm_head_op"]
+           "expert_gemv_ns", "expert_slice_cached", "layer_non_ffn", "is_attention_layer", "layer_window", "lm_head_op"]
 
 _Q4 = RECIPES["q4_0"]
 #: llama.cpp's CPU matmul on repacked Q4_0 (ggml-cpu/repack.cpp, ``forward_mul_mat_one_chunk``) runs
@@ -95,9 +95,15 @@ def expert_gemv_ns(tokens: int, weights: int, weight_B: float, be: Backend) -> f
         return 0.0
     g = 2.0 * weights / be.gemv_flop_per_ns
     first = max(g, weight_B / be.weight_B_per_ns)
-    if be.cache_share_B is not None and weight_B / 3.0 / be.threads > be.cache_share_B:
+    if not expert_slice_cached(weight_B, be):
         return tokens * first
     return first + (tokens - 1) * g
+
+
+def expert_slice_cached(weight_B: float, be: Backend) -> bool:
+    """Whether a thread's slice of one of an expert's three matrices fits its cache share, so the
+    GEMVs after the first read it from cache (False: every routed token streams it from DRAM)."""
+    return be.cache_share_B is None or weight_B / 3.0 / be.threads <= be.cache_share_B
 
 
 def ffn_op(tokens: int, hidden: int, inter: int, weight_B: float, be: Backend, expert: bool = False) -> OpCost:

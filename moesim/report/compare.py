@@ -125,7 +125,8 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
                      progress: Callable[[list[PrefillRun]], Iterable[PrefillRun]] | None = None, *,
                      protocol: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Rows of every (prompt length, policy); ``baseline`` must be one of ``policies`` (default:
-    :func:`default_baseline`); ``progress`` wraps each prompt length's runs, e.g. to draw a bar;
+    :func:`default_baseline`) or :data:`FASTEST_COMPLETED`; ``progress`` wraps each prompt length's
+    runs, e.g. to draw a bar;
     ``protocol``: PrefillRun's ``page_cache`` and ``ttft_from`` for every row (default: the run's).
 
     The model, the device with the overrides and every run are checked before the first row

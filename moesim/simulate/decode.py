@@ -17,7 +17,7 @@ from moesim.config.profiles import phone_profile, profile_hash
 from moesim.config.specdecode import AlternativeRouting
 from moesim.cost.memory import activation_bytes
 from moesim.cost.ops import attention_op, ffn_op, is_attention_layer, lm_head_op
-from moesim.cost.params import Backend, check_queue_depth, cpu_backend, npu_backend, ufs_params
+from moesim.cost.params import Backend, UFSParams, check_queue_depth, cpu_backend, npu_backend, ufs_params
 from moesim.cost.uncertainty import memory_interval_gib
 from moesim.engine import Sim
 from moesim.errors import InputError
@@ -196,6 +196,13 @@ def _node_predictor(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int],
     return predict
 
 
+def _miss_rate(run: DecodeRun, ufs: UFSParams) -> float:
+    """Bytes per ns a missed expert arrives at: the flash rate, or for mmap faults no faster than
+    the page cache's own path (moesim.hw.ufs.page_fault)."""
+    cap = ufs.page_cache_B_per_ns if run.cache_policy == "mmap" else None
+    return ufs.B_per_ns if cap is None else min(ufs.B_per_ns, cap)
+
+
 def _draft_ns(run: DecodeRun, model: ModelSpec, be: Backend) -> float:
     """An EAGLE-style draft on the same unit: per draft step one attention layer over the context
     for the expanded tokens and the (shared) LM head for them."""
@@ -295,7 +302,8 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
                                          shape=tree_shape(run.tree.depth, run.tree.width), draft=draft,
                                          routing=run.routing,
                                          draft_ns=_draft_ns(run, model, be),
-                                         miss_weight=(hit_ns + ufs.latency_ns + w / ufs.B_per_ns) / max(hit_ns, 1.0))
+                                         miss_weight=(hit_ns + ufs.latency_ns + w / _miss_rate(run, ufs))
+                                         / max(hit_ns, 1.0))
     steps = DecodeSteps(experts, bounds, n_exp, run.tokens + run.warmup_tokens, next_layer, speculation, predict,
                         np.random.default_rng(steps_seed))
     queue_depth = check_queue_depth(run.queue_depth or device.ufs.default_queue_depth_count, device)

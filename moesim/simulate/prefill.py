@@ -18,7 +18,7 @@ from moesim.cost.bounds import stream_bounds
 from moesim.cost.coldstart import PricedLoad, price_load
 from moesim.cost.energy import RunActivity, activation_bytes_moved, energy_breakdown_j
 from moesim.cost.memory import MemoryBreakdown, arena_refusal, prefill_memory
-from moesim.cost.ops import layer_non_ffn, lm_head_op
+from moesim.cost.ops import expert_slice_cached, layer_non_ffn, lm_head_op
 from moesim.cost.params import Backend, check_queue_depth, cpu_backend, gpu_backend, npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
 from moesim.cost.uncertainty import interval_over_budget, memory_interval_gib, time_interval_s
@@ -57,7 +57,10 @@ def _non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRu
         ub = getattr(run.policy, "ubatch_tokens", n)
         mapped = 0
         if getattr(run.policy, "source_mapped", False):   # the repack copy beside the whole mapped file
-            mapped, weights = weights, weights - model.bytes_by_class("q4_0").get(TensorClass.EMBEDDING, 0)
+            # GET_ROWS reads an untied token embedding from the mapping (no copy); a tied one is
+            # also the output matrix, which is repacked (llama.cpp PR #20396)
+            embed = 0 if model.tie_word_embeddings else model.bytes_by_class("q4_0").get(TensorClass.EMBEDDING, 0)
+            mapped, weights = weights, weights - embed
         return prefill_memory(model, min(n, ub), weights_B=weights, arena_B=0, runtime_B=runtime_B,
                               routed_max=min(routed_max, ub), kv_tokens=n, mapped_B=mapped)
     return prefill_memory(model, n, weights_B=weights, arena_B=0, runtime_B=runtime_B, routed_max=routed_max,
@@ -74,7 +77,7 @@ def _budget_check(run: PrefillRun, base: MemoryBreakdown, min_arena_B: int, usab
     if run.memory_budget_GiB is None:
         return None
     budget_B = int(run.memory_budget_GiB * GiB)
-    need = base.total_B + min_arena_B
+    need = base.anonymous_B + min_arena_B   # mapped file pages give way to the budget (reclaimed, re-read)
     if budget_B < need:
         over = f", more than the device's memory.usable_GiB = {usable_GiB:g}" if need > usable_GiB * GiB else ""
         raise InputError("memory_budget_GiB", f"must be >= {need / GiB:.3f} GiB for {run.model} at {run.tokens} "
@@ -82,7 +85,7 @@ def _budget_check(run: PrefillRun, base: MemoryBreakdown, min_arena_B: int, usab
                          f"{base.activations_B / GiB:.3f} + KV {base.kv_cache_B / GiB:.3f} + runtime "
                          f"{base.runtime_B / GiB:.3f} + smallest arena {min_arena_B / GiB:.3f}){over}",
                          run.memory_budget_GiB)
-    return budget_B - base.total_B
+    return budget_B - base.anonymous_B
 
 
 def simulate_prefill(run: PrefillRun, trace: RoutingTrace | None = None, *,
@@ -211,10 +214,13 @@ def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts
     else:
         timing = _cpu_timing(plan, measured, model, counts)
         arena_B = measured.cache_peak_B
+    room_B = int(min(device.memory.usable_GiB, run.memory_budget_GiB or float("inf")) * GiB)
     memory = MemoryBreakdown(base.weights_B, arena_B, base.activations_B, base.kv_cache_B, base.runtime_B,
-                             base.mapped_B).under_pressure(int(device.memory.usable_GiB * GiB))
+                             base.mapped_B).under_pressure(room_B)
     peak_gib, runtime_gib = memory.total_B / GiB, memory.runtime_B / GiB
     request_iv, mem_iv = _intervals(timing, peak_gib, runtime_gib, device)
+    if mem_iv is not None and memory.mapped_B:   # reclaimable pages keep the resident set within the room
+        mem_iv = (min(mem_iv[0], room_B / GiB), min(mem_iv[1], room_B / GiB))
     floor = plan_floor(run.policy.kind, model)
     load = price_load(floor.resident_weights_B, floor.load_path, run.page_cache, run.ttft_from == "launch", device)
     energy = _energy(timing, request_iv, device, run.tokens, model, counts, plan, load)
@@ -279,9 +285,12 @@ def _energy(timing: _Timing, request_interval: tuple[float, float] | None, devic
         return None
     t, util = timing.ttft_s, timing.utilization
     passes = -(-tokens // plan.ubatch_tokens) if plan.backend == "cpu" and plan.ubatch_tokens else 1
-    weights_B = (model.resident_non_expert_bytes("q4_0") + int((counts > 0).sum()) * model.expert_bytes("q4_0"))
+    w, active = model.expert_bytes("q4_0"), int((counts > 0).sum())
+    weights_B = model.resident_non_expert_bytes("q4_0") + active * w
     dram_B = (timing.io_bytes + passes * weights_B
               + activation_bytes_moved(tokens, model.num_layers, model.hidden_size, model.moe.top_k))
+    if plan.backend == "cpu" and not expert_slice_cached(w, cpu_backend(device)):   # each routed token streams
+        dram_B += max(0, int(counts.sum()) - passes * active) * w
 
     def at(scale: float, end: str) -> dict[str, float]:
         run = RunActivity(t * scale, util.get("npu", 0.0) * t * scale, util.get("cpu", 0.0) * t * scale,

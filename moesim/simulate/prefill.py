@@ -11,20 +11,21 @@ import numpy as np
 
 from moesim.config.catalog import load_model
 from moesim.config.device import MobileNPUProfile
-from moesim.config.model import ModelSpec, TensorClass
+from moesim.config.model import ModelSpec
 from moesim.config.prefill import EStreamPolicy, PrefillRun
 from moesim.config.profiles import phone_profile, profile_hash
 from moesim.cost.bounds import stream_bounds
-from moesim.cost.coldstart import PricedLoad, price_load
-from moesim.cost.energy import RunActivity, activation_bytes_moved, energy_breakdown_j
-from moesim.cost.memory import MemoryBreakdown, arena_refusal, prefill_memory
-from moesim.cost.ops import expert_slice_cached, layer_non_ffn, lm_head_op
+from moesim.cost.coldstart import price_load
+from moesim.cost.memory import MemoryBreakdown, arena_refusal
+from moesim.cost.ops import layer_non_ffn, lm_head_op
 from moesim.cost.params import Backend, check_queue_depth, cpu_backend, gpu_backend, npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
+from moesim.cost.prefill_energy import RequestTimes, prefill_energy
 from moesim.cost.uncertainty import interval_over_budget, memory_interval_gib, time_interval_s
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.limits import check_prompt_tokens
+from moesim.policies.prefill.memory import base_memory, budget_check, non_arena_memory
 from moesim.policies.prefill.plan import StreamPlan, plan_floor, plan_prefill
 from moesim.policies.prefill.search import Choice, build_profile, select
 from moesim.progress import phase
@@ -32,7 +33,7 @@ from moesim.results import PrefillConfig, PrefillMetrics, PrefillResult, run_con
 from moesim.traces.provenance import GIVEN_ARRAY, PromptProvenance
 from moesim.traces.sources import prompt_routing
 from moesim.traces.trace import RoutingTrace
-from moesim.units import GiB, KiB, MiB
+from moesim.units import GiB, KiB
 from moesim.workloads.prefill import StreamMeasured, execute_stream_prefill
 from moesim.workloads.prefill_cpu import CPUMeasured, execute_cpu_prefill
 from moesim.workloads.prefill_qnn import execute_qnn_prefill
@@ -46,46 +47,6 @@ def routing_counts(experts: np.ndarray, n_exp: int) -> np.ndarray:
     offsets = (np.arange(n_layers, dtype=np.int64) * n_exp)[None, :, None]
     flat = (experts.astype(np.int64) + offsets).ravel()
     return np.bincount(flat, minlength=n_layers * n_exp).reshape(n_layers, n_exp)
-
-
-def _non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRun, plan_kind: str,
-                      routed_max: int) -> MemoryBreakdown:
-    runtime_B = int(device.memory.require("runtime_overhead_MiB", device.name) * MiB)
-    n = run.tokens
-    weights = plan_floor(plan_kind, model).resident_weights_B
-    if plan_kind in ("cpu", "mmap", "gpu-resident"):
-        ub = getattr(run.policy, "ubatch_tokens", n)
-        mapped = 0
-        if getattr(run.policy, "source_mapped", False):   # the repack copy beside the whole mapped file
-            # GET_ROWS reads an untied token embedding from the mapping (no copy); a tied one is
-            # also the output matrix, which is repacked (llama.cpp PR #20396)
-            embed = 0 if model.tie_word_embeddings else model.bytes_by_class("q4_0").get(TensorClass.EMBEDDING, 0)
-            mapped, weights = weights, weights - embed
-        return prefill_memory(model, min(n, ub), weights_B=weights, arena_B=0, runtime_B=runtime_B,
-                              routed_max=min(routed_max, ub), kv_tokens=n, mapped_B=mapped)
-    return prefill_memory(model, n, weights_B=weights, arena_B=0, runtime_B=runtime_B, routed_max=routed_max,
-                          kv_all_layers=run.kv_retention == "all-layers")
-
-
-def base_memory(model: ModelSpec, device: MobileNPUProfile, n_tokens: int, routed_max: int) -> MemoryBreakdown:
-    """Memory of an estream prefill outside the arena (resident weights, activations, KV, runtime)."""
-    run = PrefillRun(model=model.name, device=device.name, tokens=n_tokens)
-    return _non_arena_memory(model, device, run, "estream", routed_max)
-
-
-def _budget_check(run: PrefillRun, base: MemoryBreakdown, min_arena_B: int, usable_GiB: float) -> int | None:
-    if run.memory_budget_GiB is None:
-        return None
-    budget_B = int(run.memory_budget_GiB * GiB)
-    need = base.anonymous_B + min_arena_B   # mapped file pages give way to the budget (reclaimed, re-read)
-    if budget_B < need:
-        over = f", more than the device's memory.usable_GiB = {usable_GiB:g}" if need > usable_GiB * GiB else ""
-        raise InputError("memory_budget_GiB", f"must be >= {need / GiB:.3f} GiB for {run.model} at {run.tokens} "
-                         f"tokens with policy {run.policy.kind} (resident {base.weights_B / GiB:.3f} + activations "
-                         f"{base.activations_B / GiB:.3f} + KV {base.kv_cache_B / GiB:.3f} + runtime "
-                         f"{base.runtime_B / GiB:.3f} + smallest arena {min_arena_B / GiB:.3f}){over}",
-                         run.memory_budget_GiB)
-    return budget_B - base.anonymous_B
 
 
 def simulate_prefill(run: PrefillRun, trace: RoutingTrace | None = None, *,
@@ -136,8 +97,8 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
 def _plan(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray) -> _Planned:
     """The budget check against the policy's floor, the search for unset G/B/Q, the plan."""
     kind = run.policy.kind
-    base = _non_arena_memory(model, device, run, kind, int(counts.max()))
-    arena_budget = _budget_check(run, base, plan_floor(kind, model).min_arena_B, device.memory.usable_GiB)
+    base = non_arena_memory(model, device, run, kind, int(counts.max()))
+    arena_budget = budget_check(run, base, plan_floor(kind, model).min_arena_B, device.memory.usable_GiB)
     policy, auto = run.policy, None
     given_q = getattr(policy, "queue_depth", None)
     if given_q is not None:   # before the search, which sizes its tables by Q
@@ -179,7 +140,7 @@ def _backend(plan: StreamPlan, device: MobileNPUProfile) -> Backend:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Timing:
+class Timing:
     """The backend-specific part of the metrics (docs/metrics.md)."""
 
     ttft_s: float
@@ -193,16 +154,6 @@ class _Timing:
     max_reads_in_flight: int | None = None
     page_faults: int | None = None
     refaults: int | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Energy:
-    energy_j: float
-    energy_j_interval: tuple[float, float]
-    j_per_token: float
-    tokens_per_j: float | None
-    mean_power_w: float
-    energy_breakdown_j: dict[str, float]
 
 
 def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray, planned: _Planned,
@@ -223,7 +174,9 @@ def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts
         mem_iv = (min(mem_iv[0], room_B / GiB), min(mem_iv[1], room_B / GiB))
     floor = plan_floor(run.policy.kind, model)
     load = price_load(floor.resident_weights_B, floor.load_path, run.page_cache, run.ttft_from == "launch", device)
-    energy = _energy(timing, request_iv, device, run.tokens, model, counts, plan, load)
+    times = RequestTimes(ttft_s=timing.ttft_s, utilization=timing.utilization, io_bytes=timing.io_bytes,
+                         backend=plan.backend, ubatch_tokens=plan.ubatch_tokens)
+    energy = prefill_energy(times, request_iv, device, run.tokens, model, counts, load)
     ttft_iv = load.add_to_interval(request_iv)
     t, n = timing.ttft_s + load.counted_s(), run.tokens
     config = PrefillConfig(
@@ -263,7 +216,7 @@ def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts
         sim={"wall_s": wall, "events": measured.events}, config=config)
 
 
-def _intervals(timing: _Timing, peak_gib: float, runtime_gib: float, device: MobileNPUProfile,
+def _intervals(timing: Timing, peak_gib: float, runtime_gib: float, device: MobileNPUProfile,
                ) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
     """The 90% intervals of the time to first token and the peak memory (moesim.cost.uncertainty),
     if the profile has them."""
@@ -273,43 +226,6 @@ def _intervals(timing: _Timing, peak_gib: float, runtime_gib: float, device: Mob
     t, util = timing.ttft_s, timing.utilization
     compute = util.get("npu", util.get("cpu", util.get("gpu", 0.0))) * t
     return time_interval_s(t, compute, util.get("ufs", 0.0) * t, u), memory_interval_gib(peak_gib, runtime_gib, u)
-
-
-def _energy(timing: _Timing, request_interval: tuple[float, float] | None, device: MobileNPUProfile, tokens: int,
-            model: ModelSpec, counts: np.ndarray, plan: StreamPlan, load: PricedLoad) -> _Energy | None:
-    """Joules of the run (moesim.cost.energy), if the profile has power figures: nominal, and the
-    90% interval from the request's time interval and the power ranges (low with low, high with
-    high); a counted load adds its own activity at the same end."""
-    power = device.power
-    if power is None or plan.backend == "gpu":   # the Adreno's power is not in the profile
-        return None
-    t, util = timing.ttft_s, timing.utilization
-    passes = -(-tokens // plan.ubatch_tokens) if plan.backend == "cpu" and plan.ubatch_tokens else 1
-    w, active = model.expert_bytes("q4_0"), int((counts > 0).sum())
-    weights_B = model.resident_non_expert_bytes("q4_0") + active * w
-    dram_B = (timing.io_bytes + passes * weights_B
-              + activation_bytes_moved(tokens, model.num_layers, model.hidden_size, model.moe.top_k))
-    if plan.backend == "cpu" and not expert_slice_cached(w, cpu_backend(device)):   # each routed token streams
-        dram_B += max(0, int(counts.sum()) - passes * active) * w
-
-    def at(scale: float, end: str) -> dict[str, float]:
-        run = RunActivity(t * scale, util.get("npu", 0.0) * t * scale, util.get("cpu", 0.0) * t * scale,
-                          util.get("ufs", 0.0) * t * scale, dram_B, plan.backend == "npu")
-        parts = energy_breakdown_j(run, power.at(end))
-        loading = load.activity(end, plan.backend == "npu")
-        if loading is not None:
-            parts = {k: v + energy_breakdown_j(loading, power.at(end))[k] for k, v in parts.items()}
-        return parts
-
-    parts = at(1.0, "nominal")
-    energy = sum(parts.values())
-    lo_t, hi_t = request_interval or (t, t)
-    low = sum(at(lo_t / t if t else 1.0, "low").values())
-    high = sum(at(hi_t / t if t else 1.0, "high").values())
-    total_t = t + load.counted_s()
-    return _Energy(energy_j=energy, energy_j_interval=(min(low, energy), max(high, energy)),
-                   j_per_token=energy / tokens, tokens_per_j=tokens / energy if energy > 0 else None,
-                   mean_power_w=energy / total_t if total_t > 0 else 0.0, energy_breakdown_j=parts)
 
 
 def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
@@ -361,7 +277,7 @@ def _arena_field(run: PrefillRun, plan: StreamPlan) -> tuple[str, Any]:
 
 
 def _stream_timing(plan: StreamPlan, m: StreamMeasured, model: ModelSpec, counts: np.ndarray,
-                   device: MobileNPUProfile) -> _Timing:
+                   device: MobileNPUProfile) -> Timing:
     end = max(m.end_ns, 1)
     active_B = int((counts > 0).sum()) * model.expert_bytes("q4_0")
     io_B = m.reads.bytes_read if m.reads is not None else 0
@@ -376,12 +292,12 @@ def _stream_timing(plan: StreamPlan, m: StreamMeasured, model: ModelSpec, counts
         util["ufs"] = m.reads.busy_ns / end
     if plan.qnn is not None:   # context switches: the NPU waits on each, nothing overlaps them
         switch_s, busy_s = m.bubble_ns / 1e9, m.busy_ns / 1e9
-        return _Timing(ttft_s=m.end_ns / 1e9, bubble_share=m.bubble_ns / end, bubble_share_total=m.bubble_ns / end,
+        return Timing(ttft_s=m.end_ns / 1e9, bubble_share=m.bubble_ns / end, bubble_share_total=m.bubble_ns / end,
                        io_bytes=io_B, io_amplification=io_B / active_B if active_B else 0.0, utilization=util,
                        bounds_s={"io_only": switch_s, "compute_only": busy_s, "lower": max(switch_s, busy_s),
                                  "serial": switch_s + busy_s},
                        wasted_reads=0, max_reads_in_flight=m.reads.max_in_flight if m.reads is not None else 0)
-    return _Timing(
+    return Timing(
         ttft_s=m.end_ns / 1e9,
         bubble_share=m.bubble_ns / m.expert_phase_ns if m.expert_phase_ns else 0.0,
         bubble_share_total=m.bubble_ns / end,
@@ -391,14 +307,14 @@ def _stream_timing(plan: StreamPlan, m: StreamMeasured, model: ModelSpec, counts
         wasted_reads=m.wasted_reads, max_reads_in_flight=m.reads.max_in_flight if m.reads is not None else 0)
 
 
-def _cpu_timing(plan: StreamPlan, m: CPUMeasured, model: ModelSpec, counts: np.ndarray) -> _Timing:
+def _cpu_timing(plan: StreamPlan, m: CPUMeasured, model: ModelSpec, counts: np.ndarray) -> Timing:
     end = max(m.end_ns, 1)
     active_B = int((counts > 0).sum()) * model.expert_bytes("q4_0")
     util: dict[str, float] = {plan.backend: m.busy_ns / end}
     if plan.io == "mmap":
         util["ufs"] = m.io_busy_ns / end
     compute = m.busy_ns
-    return _Timing(
+    return Timing(
         ttft_s=m.end_ns / 1e9,
         bubble_share=m.fault_wait_ns / (m.fault_wait_ns + compute) if compute else 0.0,
         bubble_share_total=m.fault_wait_ns / end,

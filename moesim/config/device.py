@@ -270,7 +270,8 @@ class NPURuntimeSection(Section):
     readahead_KiB: PositiveFloat
     buffered_read_bw_GBps: PositiveFloat | None = Field(
         None, description="a whole file read sequentially from flash through the page cache (a runtime's "
-                          "cold load: mmap with MAP_POPULATE, or fread); unset: cold loads cannot be priced")
+                          "cold load: mmap with MAP_POPULATE, or fread), and the cap of an mmap fault's read-ahead "
+                          "window; unset: cold loads cannot be priced and faults run at the flash rate")
     buffered_read_bw_low_GBps: PositiveFloat | None = Field(
         None, description="the lowest rate the sources allow for buffered_read_bw_GBps (90% interval)")
     buffered_read_bw_high_GBps: PositiveFloat | None = Field(

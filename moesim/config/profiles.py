@@ -141,18 +141,39 @@ def profile_hash(profile: AnyProfile) -> str:
 
 
 _FLASH_RATES = ("effective_read_bw_GBps", "random_read_bw_512KiB_GBps", "random_read_bw_4KiB_GBps")
+#: a rate and the measured range around it (the ends of the load's interval): overriding the
+#: rate alone carries its range with it
+_RANGES = (("ufs", "effective_read_bw_GBps", ("read_bw_low_GBps", "read_bw_high_GBps")),
+           ("runtime", "buffered_read_bw_GBps", ("buffered_read_bw_low_GBps", "buffered_read_bw_high_GBps")))
+
+
+def _scaled(values: dict[str, float], section: object, name: str, fields: tuple[str, ...], ratio: float,
+            cap: float | None = None) -> None:
+    """Scale ``section``'s ``fields`` (those present and not overridden) by ``ratio`` into ``values``."""
+    for field in fields:
+        current = getattr(section, field)
+        if f"{name}.{field}" not in values and current is not None:
+            values[f"{name}.{field}"] = current * ratio if cap is None else min(current * ratio, cap)
 
 
 def _scale_flash(profile: AnyProfile, values: dict[str, float]) -> dict[str, float]:
-    peak = values.get("ufs.peak_read_bw_GBps")
-    if not isinstance(profile, MobileNPUProfile) or peak is None or not peak > 0:
+    """A faster or slower part of the same kind: ``ufs.peak_read_bw_GBps`` alone scales every
+    UFS rate derived from it and their measured range by the same ratio; a rate of
+    :data:`_RANGES` set alone carries its measured range with it (the flash's ends at most the
+    peak), so the range keeps its place around the rate. A number overridden too is left as given."""
+    if not isinstance(profile, MobileNPUProfile):
         return values
-    ratio = peak / profile.ufs.peak_read_bw_GBps
     scaled = dict(values)
-    for field in _FLASH_RATES:
-        current = getattr(profile.ufs, field)
-        if f"ufs.{field}" not in values and current is not None:
-            scaled[f"ufs.{field}"] = current * ratio
+    peak = values.get("ufs.peak_read_bw_GBps")
+    if peak is not None and peak > 0:
+        ratio = peak / profile.ufs.peak_read_bw_GBps
+        _scaled(scaled, profile.ufs, "ufs", _FLASH_RATES + _RANGES[0][2], ratio)
+    cap = peak if peak is not None and peak > 0 else profile.ufs.peak_read_bw_GBps
+    for name, rate, ends in _RANGES:
+        section, given = getattr(profile, name), values.get(f"{name}.{rate}")
+        current = getattr(section, rate)
+        if given is not None and given > 0 and current:
+            _scaled(scaled, section, name, ends, given / current, cap if name == "ufs" else None)
     return scaled
 
 
@@ -163,8 +184,10 @@ def override_profile(profile: AnyProfile, values: dict[str, float], note: str = 
     ``fitted`` is already there (calibration trials keep their note).
 
     One override scales the flash: setting ``ufs.peak_read_bw_GBps`` alone scales every UFS
-    read rate derived from it (effective, random 512 KiB and 4 KiB) by the same ratio, unless
-    those are overridden too (a faster or slower part of the same kind).
+    read rate derived from it (effective, random 512 KiB and 4 KiB) and the measured range of
+    the large read (``read_bw_low_GBps`` / ``_high_``) by the same ratio, unless those are
+    overridden too (a faster or slower part of the same kind); ``ufs.effective_read_bw_GBps``
+    alone carries the range with it.
     """
     values = _scale_flash(profile, values)
     data = profile.model_dump(mode="python")

@@ -92,16 +92,26 @@ def load_rates(p: MobileNPUProfile, end: Literal["nominal", "slow", "fast"] = "n
     (its ``_low_`` / ``_high_`` figures at the slow / fast end), at most ``ufs.peak_read_bw_GBps``;
     direct: the UFS rate of :func:`moesim.cost.params.ufs_params` without bank maintenance, times
     the ends of the measured large-read range (``ufs.read_bw_low_GBps`` / ``_high_``) over R; the
-    warm copy: half the LPDDR5X peak, at every end."""
+    warm copy: half the LPDDR5X peak, at every end. An end never lies on the wrong side of the
+    nominal rate (a what-if that sets a rate outside its measured range gets that side's end at
+    the rate it set), so the interval always holds the nominal time.
+
+    >>> from moesim.config.profiles import load_profile, override_profile
+    >>> p = override_profile(load_profile("sd8-elite-gen5"), {"ufs.read_bw_low_GBps": 3.9})   # above R
+    >>> [round(load_rates(p, end).direct_B_per_ns, 3) for end in ("slow", "nominal", "fast")]
+    [3.697, 3.697, 4.0]
+    """
     rt = p.runtime
     buffered = rt.require("buffered_read_bw_GBps", p.name)
     direct = ufs_params(p, into_arena=False)
     r = p.ufs.effective_read_bw_GBps or p.ufs.peak_read_bw_GBps
     ratio = 1.0
     if end == "slow":
-        buffered, ratio = rt.buffered_read_bw_low_GBps or buffered, (p.ufs.read_bw_low_GBps or r) / r
+        buffered = min(buffered, rt.buffered_read_bw_low_GBps or buffered)
+        ratio = min(1.0, (p.ufs.read_bw_low_GBps or r) / r)
     elif end == "fast":
-        buffered, ratio = rt.buffered_read_bw_high_GBps or buffered, (p.ufs.read_bw_high_GBps or r) / r
+        buffered = max(buffered, rt.buffered_read_bw_high_GBps or buffered)
+        ratio = max(1.0, (p.ufs.read_bw_high_GBps or r) / r)
     return LoadRates(buffered_B_per_ns=min(buffered, p.ufs.peak_read_bw_GBps),
                      direct_B_per_ns=min(direct.B_per_ns * ratio, p.ufs.peak_read_bw_GBps),
                      direct_latency_ns=direct.latency_ns, copy_B_per_ns=p.memory.peak_bw_GBps / 2)

@@ -4,6 +4,8 @@ baseline's warm page cache, and where each is counted (docs/background/prefill-m
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moesim.config.catalog import load_model
 from moesim.config.prefill import POLICY_NAMES, CPUPolicy, EStreamPolicy, MmapPolicy, PrefillRun, ResidentPolicy
@@ -59,6 +61,45 @@ def test_a_page_cache_read_never_beats_the_flash(tiny_profile) -> None:  # type:
     slow_flash = override_profile(tiny_profile, {"ufs.peak_read_bw_GBps": 1.5, "ufs.effective_read_bw_GBps": 1.4,
                                                  "ufs.random_read_bw_512KiB_GBps": 1.2})
     assert load_rates(slow_flash, "fast").buffered_B_per_ns == 1.5
+
+
+@pytest.mark.parametrize("what_if", [{"ufs.peak_read_bw_GBps": 6.45}, {"ufs.peak_read_bw_GBps": 2.0},
+                                     {"ufs.effective_read_bw_GBps": 1.5}, {"ufs.effective_read_bw_GBps": 4.2},
+                                     {"runtime.buffered_read_bw_GBps": 1.0}, {"runtime.buffered_read_bw_GBps": 3.0}])
+def test_a_what_if_rate_carries_its_measured_range_so_the_interval_holds_the_load(what_if) -> None:  # type: ignore[no-untyped-def]
+    # before: --set ufs.peak_read_bw_GBps=6.45 gave load_s 0.0545 with an interval of 0.076 - 0.119
+    bundled = load_profile("sd8-elite-gen5")
+    p = override_profile(bundled, what_if)
+    for path, field in (("direct", "direct_B_per_ns"), ("page-cache", "buffered_B_per_ns")):
+        slow, nominal, fast = (getattr(load_rates(p, end), field) for end in ("slow", "nominal", "fast"))
+        assert slow <= nominal <= fast, (path, slow, nominal, fast)
+    if "ufs.effective_read_bw_GBps" in what_if:   # the range moves with the rate, by the same ratio
+        ratio = what_if["ufs.effective_read_bw_GBps"] / bundled.ufs.effective_read_bw_GBps
+        assert p.ufs.read_bw_low_GBps == pytest.approx(bundled.ufs.read_bw_low_GBps * ratio)
+        assert p.ufs.read_bw_high_GBps == min(bundled.ufs.read_bw_high_GBps * ratio, p.ufs.peak_read_bw_GBps)
+
+
+def test_an_end_never_lies_on_the_wrong_side_of_the_rate() -> None:
+    p = override_profile(load_profile("sd8-elite-gen5"), {"ufs.read_bw_low_GBps": 3.9})   # above R = 3.697
+    assert load_rates(p, "slow").direct_B_per_ns == load_rates(p, "nominal").direct_B_per_ns
+
+
+@settings(max_examples=60, deadline=None)
+@given(peak=st.none() | st.floats(0.5, 7.5), effective=st.none() | st.floats(0.3, 1.0),
+       buffered=st.none() | st.floats(0.2, 4.0))
+def test_every_flash_what_if_keeps_the_load_inside_its_interval(peak, effective, buffered) -> None:  # type: ignore[no-untyped-def]
+    bundled = load_profile("sd8-elite-gen5")
+    values = {}
+    if peak is not None:
+        values["ufs.peak_read_bw_GBps"] = peak
+    if effective is not None:   # a fraction of the peak it runs under
+        values["ufs.effective_read_bw_GBps"] = effective * (peak or bundled.ufs.peak_read_bw_GBps)
+    if buffered is not None:
+        values["runtime.buffered_read_bw_GBps"] = buffered
+    p = override_profile(bundled, values)
+    for field in ("direct_B_per_ns", "buffered_B_per_ns"):
+        slow, nominal, fast = (getattr(load_rates(p, end), field) for end in ("slow", "nominal", "fast"))
+        assert slow <= nominal <= fast
 
 
 def test_each_policy_loads_its_resident_weights_by_its_runtimes_path() -> None:

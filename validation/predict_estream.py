@@ -58,7 +58,7 @@ def _row(model: str, tokens: int, policy: object) -> dict[str, object]:
     if not m["fits_device_memory"]:
         note = (note + "; " if note else "") + "exceeds the phone's usable memory"
     util = m["utilization"]
-    compute, ufs = util.get("npu", util.get("cpu", 0.0)), util.get("ufs", 0.0)
+    compute, ufs = util.get("npu", util.get("cpu", util.get("gpu", 0.0))), util.get("ufs", 0.0)
     row = {"model": model, "tokens": tokens, "policy": cfg["policy"], "group_size": cfg["group_size"],
            "banks": cfg["banks"], "bubble_share": round(m["bubble_share"], 4), "util_compute": round(compute, 3),
            "util_ufs": round(ufs, 3), "bound": bound_of(m),
@@ -104,11 +104,24 @@ def _energy_ratios(rows: list[dict[str, object]]) -> list[str]:
                     vs_cpu.append(ratio)
             out.append(f"| {model} | {n} | " + " | ".join(cells) + " |")
     if vs_cpu:
-        out += ["", f"Against the CPU runtime over the {len(vs_cpu)} settings where it completes (256-4,096 tokens, "
-                f"the speed-up table's): EStream uses {min(vs_cpu):.2f}-{max(vs_cpu):.2f}x less energy, geometric "
-                f"mean {statistics.geometric_mean(vs_cpu):.2f}x. The table covers every baseline moesim models "
+        short = [float(r["energy_j"]) / e16 for r, e16 in _cpu_at(rows, 16)]  # type: ignore[arg-type]
+        out += ["", f"Against the CPU runtime over the {len(vs_cpu)} settings at 256-4,096 tokens where it completes "
+                f"(the speed-up table's): EStream uses {min(vs_cpu):.2f}-{max(vs_cpu):.2f}x less energy, geometric "
+                f"mean {statistics.geometric_mean(vs_cpu):.2f}x; at 16 tokens, where the CPU is faster, EStream uses "
+                f"more energy (CPU J / EStream J {min(short):.2f}-{max(short):.2f}x). The table covers every "
+                "baseline moesim models "
                 "(the mobile GPU's has no power figure, so no energy); the paper's strongest baseline may be a "
                 "runtime none of them is (MNN on the CPU, for one: docs/background/prefill-model.md, 'Energy')."]
+    return out
+
+
+def _cpu_at(rows: list[dict[str, object]], n: int) -> list[tuple[dict[str, object], float]]:
+    """(the CPU run, EStream's energy) at ``n`` tokens for every model whose CPU run completes."""
+    out = []
+    for model in MODELS:
+        by = {r["policy"]: r for r in rows if r["model"] == model and r["tokens"] == n and "energy_j" in r}
+        if "cpu" in by and "estream" in by and "usable memory" not in str(by["cpu"]["note"]):
+            out.append((by["cpu"], float(by["estream"]["energy_j"])))  # type: ignore[arg-type]
     return out
 
 
@@ -260,8 +273,8 @@ def _interval_widths(rows: list[dict[str, object]]) -> list[str]:
     every = widths["compute"] + widths["ufs"]
     parts = [f"{k}-bound {statistics.median(v):.0%} over {len(v)}" for k, v in widths.items() if v]
     return ["", f"Median width of the 90% TTFT intervals, (high - low) / TTFT: {statistics.median(every):.0%} over "
-            f"{len(every)} runs ({', '.join(parts)}; regime: the busier of the compute engine and UFS, "
-            "moesim.cost.uncertainty)."]
+            f"{len(every)} runs ({', '.join(parts)}; every run of the grid, those that would not fit the phone "
+            "included; regime: the busier of the compute engine and UFS, moesim.cost.uncertainty)."]
 
 
 def _energy_cells(r: dict[str, object]) -> str:

@@ -59,7 +59,7 @@ class UFSSection(Section):
         None, description="the slowest large-read rate measured on phones of this class (the slow end of R)")
     read_bw_high_GBps: PositiveFloat | None = Field(
         None, description="the fastest large-read rate measured on phones of this class (the fast end of R; "
-                          "a what-if's lower peak_read_bw_GBps caps it)")
+                          "a what-if of the peak or of R scales it with them)")
     queue_slots_count: PositiveInt
     default_queue_depth_count: PositiveInt
 

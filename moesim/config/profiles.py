@@ -147,33 +147,40 @@ _RANGES = (("ufs", "effective_read_bw_GBps", ("read_bw_low_GBps", "read_bw_high_
            ("runtime", "buffered_read_bw_GBps", ("buffered_read_bw_low_GBps", "buffered_read_bw_high_GBps")))
 
 
-def _scaled(values: dict[str, float], section: object, name: str, fields: tuple[str, ...], ratio: float,
-            cap: float | None = None) -> None:
-    """Scale ``section``'s ``fields`` (those present and not overridden) by ``ratio`` into ``values``."""
-    for field in fields:
-        current = getattr(section, field)
-        if f"{name}.{field}" not in values and current is not None:
-            values[f"{name}.{field}"] = current * ratio if cap is None else min(current * ratio, cap)
+def _carry_range(profile: MobileNPUProfile, values: dict[str, float], scaled: dict[str, float], cap: float) -> None:
+    """Each rate of :data:`_RANGES` set in ``values`` takes its measured range along, scaled by
+    the same ratio (an end set in ``values`` too is left as given). An end never passes the rate
+    it was set around, not even by float rounding, and the flash's high end is at most ``cap``."""
+    for name, rate, (low, high) in _RANGES:
+        section, given = getattr(profile, name), values.get(f"{name}.{rate}")
+        current = getattr(section, rate)
+        if given is None or not given > 0 or not current:
+            continue
+        for field, side in ((low, min), (high, max)):
+            end = getattr(section, field)
+            if f"{name}.{field}" in values or end is None:
+                continue
+            moved = side(end * given / current, given)
+            scaled[f"{name}.{field}"] = min(moved, cap) if name == "ufs" and side is max else moved
 
 
 def _scale_flash(profile: AnyProfile, values: dict[str, float]) -> dict[str, float]:
-    """A faster or slower part of the same kind: ``ufs.peak_read_bw_GBps`` alone scales every
-    UFS rate derived from it and their measured range by the same ratio; a rate of
-    :data:`_RANGES` set alone carries its measured range with it (the flash's ends at most the
-    peak), so the range keeps its place around the rate. A number overridden too is left as given."""
+    """A faster or slower part of the same kind. A rate of :data:`_RANGES` set carries its
+    measured range with it, so the range keeps its place around the rate; then
+    ``ufs.peak_read_bw_GBps`` scales every UFS rate derived from it, and the flash's range when no
+    rate set has placed it, by the peak's ratio. A number overridden too is left as given."""
     if not isinstance(profile, MobileNPUProfile):
         return values
     scaled = dict(values)
     peak = values.get("ufs.peak_read_bw_GBps")
-    if peak is not None and peak > 0:
+    peak = peak if peak is not None and peak > 0 else None
+    _carry_range(profile, values, scaled, peak or profile.ufs.peak_read_bw_GBps)
+    if peak is not None:
         ratio = peak / profile.ufs.peak_read_bw_GBps
-        _scaled(scaled, profile.ufs, "ufs", _FLASH_RATES + _RANGES[0][2], ratio)
-    cap = peak if peak is not None and peak > 0 else profile.ufs.peak_read_bw_GBps
-    for name, rate, ends in _RANGES:
-        section, given = getattr(profile, name), values.get(f"{name}.{rate}")
-        current = getattr(section, rate)
-        if given is not None and given > 0 and current:
-            _scaled(scaled, section, name, ends, given / current, cap if name == "ufs" else None)
+        for field in _FLASH_RATES + _RANGES[0][2]:
+            current = getattr(profile.ufs, field)
+            if f"ufs.{field}" not in scaled and current is not None:
+                scaled[f"ufs.{field}"] = current * ratio
     return scaled
 
 

@@ -73,15 +73,41 @@ def test_a_what_if_rate_carries_its_measured_range_so_the_interval_holds_the_loa
     for path, field in (("direct", "direct_B_per_ns"), ("page-cache", "buffered_B_per_ns")):
         slow, nominal, fast = (getattr(load_rates(p, end), field) for end in ("slow", "nominal", "fast"))
         assert slow <= nominal <= fast, (path, slow, nominal, fast)
-    if "ufs.effective_read_bw_GBps" in what_if:   # the range moves with the rate, by the same ratio
-        ratio = what_if["ufs.effective_read_bw_GBps"] / bundled.ufs.effective_read_bw_GBps
+    # the range moves with the rate it is measured around, by the same ratio (the high end at most the peak)
+    (field, value), = what_if.items()
+    section, _, name = field.partition(".")
+    ratio = value / getattr(getattr(bundled, section), name)
+    if field.startswith("ufs."):
         assert p.ufs.read_bw_low_GBps == pytest.approx(bundled.ufs.read_bw_low_GBps * ratio)
-        assert p.ufs.read_bw_high_GBps == min(bundled.ufs.read_bw_high_GBps * ratio, p.ufs.peak_read_bw_GBps)
+        assert p.ufs.read_bw_high_GBps == pytest.approx(min(bundled.ufs.read_bw_high_GBps * ratio,
+                                                            p.ufs.peak_read_bw_GBps))
+    else:
+        assert p.runtime.buffered_read_bw_low_GBps == pytest.approx(bundled.runtime.buffered_read_bw_low_GBps * ratio)
+        assert p.runtime.buffered_read_bw_high_GBps == pytest.approx(bundled.runtime.buffered_read_bw_high_GBps * ratio)
 
 
 def test_an_end_never_lies_on_the_wrong_side_of_the_rate() -> None:
     p = override_profile(load_profile("sd8-elite-gen5"), {"ufs.read_bw_low_GBps": 3.9})   # above R = 3.697
     assert load_rates(p, "slow").direct_B_per_ns == load_rates(p, "nominal").direct_B_per_ns
+
+
+def test_a_peak_and_a_rate_set_together_keep_the_range_around_the_rate() -> None:
+    # before: the range followed the peak (5.09-8.0 GB/s around R = 4.0), the slow end collapsed onto R
+    p = override_profile(load_profile("sd8-elite-gen5"),
+                         {"ufs.peak_read_bw_GBps": 8.6, "ufs.effective_read_bw_GBps": 4.0})
+    slow, nominal, fast = (load_rates(p, end).direct_B_per_ns for end in ("slow", "nominal", "fast"))
+    assert slow < nominal == 4.0 < fast
+
+
+def test_a_rate_set_equal_to_its_range_end_does_not_fail_by_rounding() -> None:
+    # a profile whose buffered rate is its own slow end: 3.1 x (3.0 / 3.0) must stay 3.1, not 3.1000000000000005
+    data = load_profile("sd8-elite-gen5").model_dump(mode="python")
+    data["runtime"]["buffered_read_bw_GBps"] = data["runtime"]["buffered_read_bw_low_GBps"] = 3.0
+    base = type(load_profile("sd8-elite-gen5")).model_validate(data)
+    for rate in (3.1, 3.3, 5.7, 7.9):
+        p = override_profile(base, {"runtime.buffered_read_bw_GBps": rate})
+        assert p.runtime.buffered_read_bw_low_GBps <= rate
+        assert p.runtime.buffered_read_bw_low_GBps == pytest.approx(rate)
 
 
 @settings(max_examples=60, deadline=None)
@@ -100,6 +126,11 @@ def test_every_flash_what_if_keeps_the_load_inside_its_interval(peak, effective,
     for field in ("direct_B_per_ns", "buffered_B_per_ns"):
         slow, nominal, fast = (getattr(load_rates(p, end), field) for end in ("slow", "nominal", "fast"))
         assert slow <= nominal <= fast
+    # the direct read's range stays open on both sides: its measured ends sit 31% below and 8% above R
+    slow, nominal, fast = (load_rates(p, end).direct_B_per_ns for end in ("slow", "nominal", "fast"))
+    assert slow < nominal
+    if (effective or 0.86) <= 0.9:   # R x 1.082 stays under the peak that caps the fast end
+        assert nominal < fast
 
 
 def test_each_policy_loads_its_resident_weights_by_its_runtimes_path() -> None:

@@ -148,6 +148,11 @@ class CPUSection(Section):
     l2_per_core_KiB: PositiveFloat | None = Field(
         None, description="L2 cache per core of the slowest cluster: a thread's slice of an expert matrix larger "
                           "than this streams from DRAM at every routed token; unset: every slice stays cached")
+    unpacked_q4_0_rate_ratio: float | None = Field(
+        None, gt=0.0, le=1.0,
+        description="prompt processing on Q4_0 weights read in place (llama.cpp --no-repack, which paging "
+                    "from a mapped file needs) over the repacked rate: scales the GEMM and routed-GEMV rates of "
+                    "the mmap baseline; unset: the repacked rates")
 
     @property
     def cores(self) -> int:

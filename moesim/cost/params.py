@@ -107,22 +107,27 @@ def _npu(p: MobileNPUProfile, mat_flop_per_ns: float, weight_B_per_ns: float, **
     )
 
 
-def cpu_backend(p: MobileNPUProfile) -> Backend:
+def cpu_backend(p: MobileNPUProfile, repacked: bool = True) -> Backend:
     """llama.cpp-like CPU execution: dense products at the Q4_0 GEMM rate, routed experts one GEMV
     per routed token at ``cpu.routed_gemv_GFLOPS`` (llama.cpp's MUL_MAT_ID on repacked Q4_0;
     docs/background/prefill-model.md, 'The CPU baseline'), weights read from DRAM at the rate the
     cores reach (``cpu.q4_0_gemv_GBps``, measured in decode; else the DRAM peak), each core's
-    slice of an expert cached when it fits ``cpu.l2_per_core_KiB``."""
+    slice of an expert cached when it fits ``cpu.l2_per_core_KiB``. ``repacked=False``: the
+    weights are used where the mapped file holds them (``--no-repack``, what demand paging needs),
+    and both product rates take ``cpu.unpacked_q4_0_rate_ratio``; attention (on fp16/fp32 K/V) and
+    the DRAM rate do not change."""
+    ratio = 1.0 if repacked else (p.cpu.unpacked_q4_0_rate_ratio or 1.0)
+    gemv = p.cpu.routed_gemv_GFLOPS
     return Backend(
         name="cpu",
-        mat_flop_per_ns=p.cpu.require("q4_0_gemm_GFLOPS", p.name),
+        mat_flop_per_ns=p.cpu.require("q4_0_gemm_GFLOPS", p.name) * ratio,
         weight_B_per_ns=p.cpu.q4_0_gemv_GBps or p.memory.peak_bw_GBps,
         elem_B_per_ns=p.memory.peak_bw_GBps,
         tile_rows=1,
         call_overhead_ns=0.0,
         attention_flop_per_ns=p.cpu.attention_GFLOPS,
         attention_on_vec=False,
-        gemv_flop_per_ns=p.cpu.routed_gemv_GFLOPS,
+        gemv_flop_per_ns=None if gemv is None else gemv * ratio,
         threads=p.cpu.cores,
         cache_share_B=None if p.cpu.l2_per_core_KiB is None else p.cpu.l2_per_core_KiB * 1024.0,
     )

@@ -136,7 +136,9 @@ def _execute(sim: Sim, run: PrefillRun, model: ModelSpec, device: MobileNPUProfi
 def _backend(plan: StreamPlan, device: MobileNPUProfile) -> Backend:
     if plan.backend == "npu":
         return npu_backend(device)
-    return gpu_backend(device) if plan.backend == "gpu" else cpu_backend(device)
+    if plan.backend == "gpu":
+        return gpu_backend(device)
+    return cpu_backend(device, repacked=plan.io != "mmap")   # paging a mapped file needs --no-repack
 
 
 @dataclass(frozen=True, kw_only=True)

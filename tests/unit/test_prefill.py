@@ -62,6 +62,24 @@ def test_mmap_under_a_tight_budget_refaults(tiny_profile, olmoe) -> None:  # typ
     assert tight.ttft_s > free.ttft_s
 
 
+def test_mmap_computes_on_weights_read_in_place(tiny_profile, olmoe) -> None:  # type: ignore[no-untyped-def]
+    # paging a mapped file needs --no-repack, so the mmap baseline's products run at the unpacked rate
+    from moesim.config.profiles import override_profile
+    from moesim.cost.params import cpu_backend
+    slow = override_profile(tiny_profile, {"cpu.unpacked_q4_0_rate_ratio": 0.5})
+    packed, unpacked = cpu_backend(slow), cpu_backend(slow, repacked=False)
+    assert unpacked.mat_flop_per_ns == packed.mat_flop_per_ns * 0.5
+    assert packed.gemv_flop_per_ns is None or unpacked.gemv_flop_per_ns == packed.gemv_flop_per_ns * 0.5
+    assert (unpacked.attention_flop_per_ns, unpacked.weight_B_per_ns) == (packed.attention_flop_per_ns,
+                                                                          packed.weight_B_per_ns)
+    budget = 64.0   # no page-cache pressure: the difference is the compute alone
+    mmap, cpu = (_sim(slow, olmoe, policy, budget=budget) for policy in (MmapPolicy(), CPUPolicy()))
+    same_rates = _sim(tiny_profile, olmoe, MmapPolicy(), budget=budget)
+    assert mmap.ttft_s > same_rates.ttft_s and mmap.ttft_s > cpu.ttft_s
+    assert _sim(slow, olmoe, CPUPolicy(), budget=budget).ttft_s == _sim(tiny_profile, olmoe, CPUPolicy(),
+                                                                        budget=budget).ttft_s
+
+
 def test_budget_bounds_the_arena(tiny_profile, olmoe) -> None:  # type: ignore[no-untyped-def]
     roomy = _sim(tiny_profile, olmoe, EStreamPolicy()).metrics
     banks = roomy.config.banks

@@ -45,6 +45,8 @@ COLUMNS = ["model", "tokens", "policy", "group_size", "banks", "ttft_s", "ttft_s
            "bubble_share", "util_compute", "util_ufs", "bound", "io_amplification", "energy_j", "energy_j_low",
            "energy_j_high", "tokens_per_j", "routing", "synthetic", "note"]
 HERE = Path(__file__).resolve().parent
+#: the note a run carries when it needs more than the phone's usable memory (see _row)
+_NO_FIT = "exceeds the phone's usable memory"
 
 
 def _row(model: str, tokens: int, policy: object) -> dict[str, object]:
@@ -56,7 +58,7 @@ def _row(model: str, tokens: int, policy: object) -> dict[str, object]:
     cfg, tr = m["config"], m["config"]["trace"]
     note = "repeated trace" if (tr.get("assembly") or {}).get("repeated") else ""
     if not m["fits_device_memory"]:
-        note = (note + "; " if note else "") + "exceeds the phone's usable memory"
+        note = (note + "; " if note else "") + _NO_FIT
     util = m["utilization"]
     compute, ufs = util.get("npu", util.get("cpu", util.get("gpu", 0.0))), util.get("ufs", 0.0)
     row = {"model": model, "tokens": tokens, "policy": cfg["policy"], "group_size": cfg["group_size"],
@@ -74,6 +76,16 @@ def _row(model: str, tokens: int, policy: object) -> dict[str, object]:
     return row
 
 
+def _runs(rows: list[dict[str, object]], model: str, n: int, key: str = "ttft_s") -> dict[object, dict[str, object]]:
+    """The runs of ``model`` at ``n`` tokens that priced ``key``, by policy."""
+    return {r["policy"]: r for r in rows if r["model"] == model and r["tokens"] == n and key in r}
+
+
+def _completes(row: dict[str, object]) -> bool:
+    """Whether the run fits the phone's usable memory (a run that does not would not complete)."""
+    return _NO_FIT not in str(row["note"])
+
+
 def _energy_ratios(rows: list[dict[str, object]]) -> list[str]:
     """EStream's energy advantage over every baseline: baseline J / EStream J (above 1: EStream
     uses less), with the ratio of the nominal values (the power figures' uncertainty is shared).
@@ -88,7 +100,7 @@ def _energy_ratios(rows: list[dict[str, object]]) -> list[str]:
     vs_cpu: list[float] = []
     for model in MODELS:
         for n in TOKENS:
-            by = {r["policy"]: r for r in rows if r["model"] == model and r["tokens"] == n and "energy_j" in r}
+            by = _runs(rows, model, n, "energy_j")
             if "estream" not in by:
                 continue
             e = float(by["estream"]["energy_j"])  # type: ignore[arg-type]
@@ -98,7 +110,7 @@ def _energy_ratios(rows: list[dict[str, object]]) -> list[str]:
                     cells.append("-")
                     continue
                 ratio = float(by[b]["energy_j"]) / e  # type: ignore[arg-type]
-                completes = "usable memory" not in str(by[b]["note"])
+                completes = _completes(by[b])
                 cells.append(f"{ratio:.2f}x" if completes else f"[{ratio:.2f}x]")
                 if b == "cpu" and completes and n in LONG:
                     vs_cpu.append(ratio)
@@ -119,8 +131,8 @@ def _cpu_at(rows: list[dict[str, object]], n: int) -> list[tuple[dict[str, objec
     """(the CPU run, EStream's energy) at ``n`` tokens for every model whose CPU run completes."""
     out = []
     for model in MODELS:
-        by = {r["policy"]: r for r in rows if r["model"] == model and r["tokens"] == n and "energy_j" in r}
-        if "cpu" in by and "estream" in by and "usable memory" not in str(by["cpu"]["note"]):
+        by = _runs(rows, model, n, "energy_j")
+        if "cpu" in by and "estream" in by and _completes(by["cpu"]):
             out.append((by["cpu"], float(by["estream"]["energy_j"])))  # type: ignore[arg-type]
     return out
 
@@ -187,12 +199,12 @@ def _short_prompts(rows: list[dict[str, object]]) -> list[str]:
     for model in MODELS:
         cells, fits = [], True
         for n in TOKENS:
-            by = {r["policy"]: r for r in rows if r["model"] == model and r["tokens"] == n and "ttft_s" in r}
+            by = _runs(rows, model, n)
             if "cpu" not in by or "estream" not in by:
                 cells.append("-")
                 continue
             c, e = float(by["cpu"]["ttft_s"]), float(by["estream"]["ttft_s"])  # type: ignore[arg-type]
-            if "usable memory" in str(by["cpu"]["note"]):
+            if not _completes(by["cpu"]):
                 fits = False
                 cells.append(f"[{c:.3f}] / **estream** {e:.3f}")
                 continue
@@ -217,8 +229,8 @@ def _speedups(rows: list[dict[str, object]]) -> list[str]:
     for model in MODELS:
         cells = []
         for n in LONG:
-            by = {r["policy"]: r for r in rows if r["model"] == model and r["tokens"] == n and "ttft_s" in r}
-            if "cpu" not in by or "estream" not in by or "usable memory" in str(by["cpu"]["note"]):
+            by = _runs(rows, model, n)
+            if "cpu" not in by or "estream" not in by or not _completes(by["cpu"]):
                 cells.append("-")
                 continue
             c, e = by["cpu"], by["estream"]
@@ -244,8 +256,8 @@ def _memory_if_prefill_only(rows: list[dict[str, object]]) -> list[str]:
     for model in MODELS:
         cells = []
         for n in LONG:
-            by = {r["policy"]: r for r in rows if r["model"] == model and r["tokens"] == n and "ttft_s" in r}
-            if "cpu" not in by or "usable memory" in str(by["cpu"]["note"]):
+            by = _runs(rows, model, n)
+            if "cpu" not in by or not _completes(by["cpu"]):
                 cells.append("-")
                 continue
             run = PrefillRun(model=model, device="sd8-elite-gen5", tokens=n, kv_retention="current-layer")

@@ -308,8 +308,15 @@ class _Rows:
         return self.metrics.model_dump(mode="json")
 
     def to_pandas(self) -> pd.DataFrame:
-        """One flat row (nested keys joined with dots), ready to concatenate across runs."""
-        return pd.DataFrame([flatten_metrics(self.to_dict())])
+        """One flat row (nested keys joined with dots), ready to concatenate across runs.
+
+        A metric this run does not have (None) is a float NaN column, not an all-None object
+        one, so that ``pd.concat`` of rows from several policies keeps the numeric dtypes on every
+        pandas release (pandas 2.2 warns on all-NA object entries, pandas 3 keeps them as object).
+        """
+        row = pd.DataFrame([flatten_metrics(self.to_dict())])
+        missing = [name for name in row.columns if row[name].isna().all()]
+        return row.astype(dict.fromkeys(missing, "float64")) if missing else row
 
 
 @dataclass(frozen=True)

@@ -83,8 +83,12 @@ class LazyGroup(click.Group):
 
 
 def short_help(name: str, limit: int) -> str:
-    """What ``moesim --help`` shows for ``name``, cut to ``limit`` characters like click does."""
-    return click.utils.make_default_short_help(COMMANDS[name][2], limit)
+    """What ``moesim --help`` shows for ``name``, cut to ``limit`` characters like click does.
+
+    A bare command carrying the stored help does the cutting, so the rule is click's own in every
+    release (``click.utils.make_default_short_help`` is deprecated from click 8.2 on).
+    """
+    return click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -4,6 +4,7 @@ the exit status and the Markdown report (docs/validation.md, written only when a
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from moesim.validate.registry import CaseResult
 
@@ -100,5 +101,34 @@ def render_markdown(results: list[CaseResult], only: str | None = None) -> str:
         shown = status if r.status == "pass" else f"**{status}**"
         lines.append(f"| `{r.name}` | {r.reference_text} {r.unit} | {r.predicted:.4g} {r.unit} | {_error_text(r)} "
                      f"| {tol} | {fitted} | {shown} | {r.source} |")
-    lines += ["", summary_line(results) + "."]
+    lines += ["", summary_line(results) + ".", *_campaign_totals()]
     return "\n".join(lines) + "\n"
+
+
+#: the adversarial input campaign's report, in a source checkout (validation/input_campaign.py writes it)
+CAMPAIGN_REPORT = Path(__file__).resolve().parents[2] / "validation" / "input_campaign.md"
+
+
+def _table_at(lines: list[str], start: int) -> list[str]:
+    """The Markdown table that begins at or after ``lines[start]``."""
+    while start < len(lines) and not lines[start].startswith("|"):
+        start += 1
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return lines[start:end]
+
+
+def _campaign_totals() -> list[str]:
+    """The input campaign's totals per class and per section, from its last report (none outside a
+    source checkout): bad inputs are validated too, by what each command did with them."""
+    if not CAMPAIGN_REPORT.is_file():
+        return []
+    text = CAMPAIGN_REPORT.read_text(encoding="utf-8").splitlines()
+    if "## Per section" not in text or len(text) < 3:
+        return []
+    return ["", "## Bad inputs: the adversarial input campaign", "",
+            f"{text[2]} The cases and every outcome outside the two clean classes are in "
+            "`validation/input_campaign.md`; `tests/unit/test_input_campaign.py` (slow) reruns the class "
+            "sections and fails on any case outside them.", "",
+            *_table_at(text, 0), "", *_table_at(text, text.index("## Per section"))]

@@ -1,7 +1,16 @@
-"""Adversarial campaign for issue 23: run bad and edge inputs through every command.
+"""Adversarial input campaign: run bad and edge inputs through every command, as a new user would.
 
-Run from the repository root:  PYTHONPATH=$PWD python3 validation/campaign_23.py
-Writes validation/campaign_23.md (every outcome as JSON to $CAMPAIGN_JSON when set).
+Run from the repository root:  PYTHONPATH=$PWD python3 validation/input_campaign.py
+Writes validation/input_campaign.md (every outcome as JSON to $CAMPAIGN_JSON when set; the
+report to $CAMPAIGN_REPORT instead when set). $CAMPAIGN_SECTIONS (comma-separated) runs only
+those sections; the slow test tests/unit/test_input_campaign.py runs the sections of
+:data:`CLASS_SECTIONS`. Exits 1 when any case ends in a bad class.
+
+Cases come in sections: the per-command cases of the first campaign (issue 23: ``cli-<command>``)
+and one section per class of input of the second (issue 35, :data:`CLASS_SECTIONS`): standard
+output that is full, closed or stops reading; inputs that never end (FIFOs); enormous and
+endless inputs; absurd sizes; grid values; ``--set`` on a non-numeric field; over-long paths;
+outputs aimed at files that are not theirs; misleading messages; impossible calibration logs.
 Every case is an argv with an expectation:
 
 - ``ok``: a documented command that should exit 0;
@@ -13,7 +22,11 @@ clean-ok, clean-refusal, accepted-nonsense (exit 0 on an input that should be re
 internal-error (exit 1, another code, or a traceback), hang (timeout), multi-line error
 (exit 2 with more than one stderr line), misblame (exit 2 whose message names none of the
 fields the user set, or says "got None"), unexpected-refusal (exit 2 on a documented
-command), node-replaced (an output aimed at a FIFO or character device replaced it).
+command), node-replaced (an output aimed at a FIFO or character device replaced it),
+damaged-file (a file that was not the command's output changed), silent-run (over
+:data:`SILENT_S` seconds with nothing on stderr), bad-stdout (standard output full or closed
+and the exit was 0, an internal error, a traceback or more than one line; a reader that went
+away and the exit was neither 0 nor 141, or something on stderr).
 
 Fixtures are built in a scratch folder under /tmp (broken profiles, models, traces, grids,
 a FIFO and a character device node made with mknod there: never under /dev).
@@ -35,7 +48,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
-T = Path(tempfile.mkdtemp(prefix="campaign23-"))
+T = Path(tempfile.mkdtemp(prefix="input-campaign-"))
+SILENT_S = 30.0         # a run this long must show progress on stderr, or refuse up front
+#: the sections of the second campaign (issue 35): one per class of input
+CLASS_SECTIONS = ("stdout", "fifo-input", "huge-input", "absurd-size", "grid-values", "set-field",
+                  "long-path", "damaged-file", "messages", "calibrate-logs")
 PROFILES = REPO / "device_profiles"
 MODELS = REPO / "moesim" / "config" / "models"
 
@@ -52,19 +69,23 @@ class Case:
     cwd: str | None = None
     note: str = ""
     forbid: tuple[str, ...] = ()  # a refusal must not say these
+    section: str = ""             # cli-<cmd> for the first campaign's cases, else one of CLASS_SECTIONS
+    stdout: str = ""              # "full" (/dev/full), "closed" (>&-), "head" (the reader stops after a line)
+    guard: str | None = None      # a file that must keep its bytes
 
 
 CASES: list[Case] = []
+SECTION = ""                      # the section cases are added to (empty: cli-<cmd>)
 
 
 def ok(cmd, *argv, **kw):
-    CASES.append(Case(cmd, list(argv), "ok", **kw))
+    CASES.append(Case(cmd, list(argv), "ok", section=SECTION or f"cli-{cmd}", **kw))
 
 
 def bad(cmd, names, *argv, **kw):
     if isinstance(names, str):
         names = (names,)
-    CASES.append(Case(cmd, list(argv), "refuse", tuple(names), **kw))
+    CASES.append(Case(cmd, list(argv), "refuse", tuple(names), section=SECTION or f"cli-{cmd}", **kw))
 
 
 # ---------------------------------------------------------------- fixtures
@@ -270,6 +291,7 @@ def fixtures() -> dict[str, str]:
     spec = ('[fixed]\nworkload = "specdecode"\ndevice = "h200x8-hf"\nmodel = "gpt-oss-120b"\npasses = 1\n'
             '[axes]\ngamma = [2, 4]\n')
     grid("selector", spec)
+    grid("spec", spec)
     grid("spec_acc7", spec + 'predictor = ["accuracy:7"]\n')
     grid("spec_routing", spec + 'draft_routing = ["teleport"]\n')
     grid("spec_phone", spec.replace('device = "h200x8-hf"', 'device = "sd8-elite-gen5"'))
@@ -703,6 +725,321 @@ def build(f: dict[str, str]) -> None:
     bad("global", ("--frobnicate", "option"), "prefill", "--frobnicate")
 
 
+# ---------------------------------------------------------------- the classes of the second campaign
+def class_fixtures(f: dict[str, str]) -> None:
+    """Inputs of the issue-35 classes: FIFOs where files are read, endless and enormous files,
+    deep JSON and TOML, impossible calibration logs, a grid TOML that must survive."""
+    c = T / "classes"
+    c.mkdir()
+    for name in ("log", "grid", "result", "profile", "model", "trace", "devices"):
+        os.mkfifo(c / f"fifo-{name}")
+        f[f"fifo_{name}"] = str(c / f"fifo-{name}")
+    # the cache folder a prefill fills, copied with every file replaced by a FIFO of its name
+    filled, fifos = c / "cache-filled", c / "cache-fifo"
+    r = subprocess.run([PY, "-m", "moesim", "prefill", "--model", "flame-moe-290m", "--tokens", "256", "--quiet"],
+                       cwd=REPO, capture_output=True, text=True, env=dict(os.environ, MOESIM_CACHE_DIR=str(filled)))
+    assert r.returncode == 0, r.stderr
+    for path in sorted(filled.rglob("*")):
+        dst = fifos / path.relative_to(filled)
+        if path.is_dir():
+            dst.mkdir(parents=True, exist_ok=True)
+        else:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.mkfifo(dst)
+    fifos.mkdir(exist_ok=True)
+    f["cache_fifo"] = str(fifos)
+    # enormous: a sparse 3 GiB file costs no disk and must not be read whole
+    with open(c / "huge.json", "wb") as fh:
+        fh.truncate(3 << 30)
+    f["huge"] = str(c / "huge.json")
+    for ext in ("toml", "csv", "parquet", "md"):
+        os.link(c / "huge.json", c / f"huge.{ext}")
+        f[f"huge_{ext}"] = str(c / f"huge.{ext}")
+    depth = 200_000
+    (c / "deep.json").write_text("[" * depth + "]" * depth)
+    f["deep_json"] = str(c / "deep.json")
+    (c / "deep-object.json").write_text('{"a":' * depth + "1" + "}" * depth)
+    f["deep_object_json"] = str(c / "deep-object.json")
+    deep_axis = "[" * depth + "]" * depth
+    (c / "deep.toml").write_text(f'[fixed]\nworkload = "prefill"\n[axes]\ntokens = {deep_axis}\n')
+    f["deep_toml"] = str(c / "deep.toml")
+    (c / "array.json").write_text("[1, 2, 3]\n")
+    f["array_json"] = str(c / "array.json")
+    (c / "text.parquet").write_text("these are my notes, not a sweep result\n")
+    f["text_out"] = str(c / "text.parquet")
+    # a file that is not a timeline: --timeline must not replace it
+    small = ('[fixed]\nworkload = "prefill"\ndevice = "sd8-elite-gen5"\n'
+             '[axes]\nmodel = ["flame-moe-290m"]\ntokens = [256]\n')
+    for name in ("grid-a", "grid-b", "grid-c", "grid-d"):
+        (c / f"{name}.toml").write_text(small)
+        f[name] = str(c / f"{name}.toml")
+    (c / "notes.json").write_text('{"my": "notes"}\n')
+    f["notes_json"] = str(c / "notes.json")
+    # grids of the classes
+    g = c / "grids"
+    g.mkdir()
+
+    def grid(name: str, text: str) -> None:
+        (g / f"{name}.toml").write_text(text)
+        f[f"cg_{name}"] = str(g / f"{name}.toml")
+
+    pre = '[fixed]\nworkload = "prefill"\ndevice = "sd8-elite-gen5"\nmodel = "flame-moe-290m"\n[axes]\n'
+    dec = '[fixed]\nworkload = "decode"\ndevice = "sd8-elite-gen5"\nmodel = "mixtral-8x7b"\n[axes]\n'
+    spec = '[fixed]\nworkload = "specdecode"\ndevice = "h200x8-hf"\nmodel = "gpt-oss-120b"\npasses = 1\n[axes]\n'
+    grid("mixed_tokens", pre + 'tokens = [256, "256"]\n')
+    grid("dup_tokens", pre + 'tokens = [256, 256.0]\n')
+    grid("dup_int", pre + 'tokens = [256, 256]\n')
+    grid("datetime", pre + 'tokens = [1979-05-27T07:32:00Z]\n')
+    grid("provenance", pre + 'tokens = [256]\n"ufs.provenance.read_latency_us" = ["x"]\n')
+    grid("provenance_num", pre + 'tokens = [256]\n"memory.provenance" = [1]\n')
+    grid("string_cache", dec + 'tokens = [8]\ncache_gib = ["lots"]\n')
+    grid("bool_tokens", pre + 'tokens = [true]\n')
+    grid("gamma_nosel", dec + 'tokens = [8]\ngamma = [2, 4]\n')
+    grid("depth_nosel", dec + 'tokens = [8]\ndepth = [2, 3]\n')
+    grid("pinned_lru", dec + 'tokens = [8]\ncache_policy = ["lru"]\npinned_share = [0.2, 0.5]\n')
+    grid("decode_100k", dec + 'tokens = [100000]\n')
+    grid("spec_dup", spec + 'gamma = [4, 4.0]\n')
+    grid("nan_axis", pre + 'tokens = [256]\n"ufs.effective_read_bw_GBps" = [nan]\n')
+    # impossible calibration logs
+    good_bench = json.loads((REPO / "validation/logs/synthetic-sd8-elite-gen5-llama-bench-cpu.json").read_text())
+    good_fio = json.loads((REPO / "validation/logs/synthetic-sd8-elite-gen5-fio.json").read_text())
+    logs = c / "logs"
+    logs.mkdir()
+
+    def bench(name: str, edit) -> None:
+        rows = json.loads(json.dumps(good_bench))
+        edit(rows)
+        (logs / f"{name}.json").write_text(json.dumps(rows))
+        f[f"lb_{name}"] = str(logs / f"{name}.json")
+
+    bench("ts_1e308", lambda r: r[0].update(avg_ts=1e308))
+    bench("ts_1e12", lambda r: r[0].update(avg_ts=1e12))
+    bench("ts_zero", lambda r: r[0].update(avg_ts=0.0))
+    bench("ts_neg", lambda r: r[0].update(avg_ts=-5.0))
+    bench("prompt_true", lambda r: r[0].update(n_prompt=True))
+    bench("prompt_1e9", lambda r: r[0].update(n_prompt=10 ** 9))
+    bench("prompt_str", lambda r: r[0].update(n_prompt="many"))
+    bench("ts_str", lambda r: r[0].update(avg_ts="fast"))
+
+    def fio(name: str, edit) -> None:
+        d = json.loads(json.dumps(good_fio))
+        edit(d)
+        (logs / f"{name}.json").write_text(json.dumps(d))
+        f[f"fio_{name}"] = str(logs / f"{name}.json")
+
+    def iodepth(d) -> None:
+        for j in d["jobs"]:
+            j["job options"]["iodepth"] = "100000"
+
+    def job_error(d) -> None:
+        d["jobs"][0]["error"] = 5
+
+    def bw_huge(d) -> None:
+        d["jobs"][-1]["read"]["bw_bytes"] = 1e18
+        for k in ("bw", "bw_mean"):
+            if k in d["jobs"][-1]["read"]:
+                d["jobs"][-1]["read"][k] = 1e15
+
+    fio("iodepth", iodepth)
+    fio("error", job_error)
+    fio("bw_huge", bw_huge)
+    ttft = logs / "ttft"
+    ttft.mkdir()
+    head = "model,tokens,ttft_s,group_size,banks,source\n"
+    for name, row in (("ttft_1e308", "olmoe-1b-7b,4096,1e308,,,x"), ("ttft_neg", "olmoe-1b-7b,4096,-2,,,x"),
+                      ("ttft_nan", "olmoe-1b-7b,4096,nan,,,x"), ("ttft_tokens_true", "olmoe-1b-7b,true,2.1,,,x"),
+                      ("ttft_tokens_1e9", "olmoe-1b-7b,1000000000,2.1,,,x"),
+                      ("ttft_gpu_model", "qwen3-235b-a22b,4096,2.1,,,x"),
+                      ("ttft_gpu_model2", "deepseek-v3.1,4096,2.1,,,x")):
+        (ttft / f"{name}.csv").write_text(head + row + "\n")
+        f[name] = str(ttft / f"{name}.csv")
+    md = (REPO / "validation/logs/llamacpp-pr23368-s26plus-htp0-qwen3-4b.md").read_text().splitlines()
+    # an HTP row four orders of magnitude off its neighbours
+    out = [ln.replace("473.84", "4738400.00") if "pp128" in ln else ln for ln in md]
+    (logs / "htp_disagree.md").write_text("\n".join(out) + "\n")
+    f["htp_disagree"] = str(logs / "htp_disagree.md")
+    # OpenCL rows only: ignored rows must be listed with the reason
+    ocl = [r | {"backends": "OpenCL"} for r in good_bench]
+    (logs / "opencl.json").write_text(json.dumps(ocl))
+    f["lb_opencl"] = str(logs / "opencl.json")
+    depth_rows = [r | {"n_depth": 512} for r in good_bench]
+    (logs / "depth.json").write_text(json.dumps(depth_rows))
+    f["lb_depth"] = str(logs / "depth.json")
+
+
+def build_classes(f: dict[str, str]) -> None:
+    global SECTION
+    M = ["--model", "flame-moe-290m"]
+    P = ["prefill", *M, "--tokens", "256"]
+    D = ["decode", "--tokens", "8"]       # the default model, mixtral-8x7b: its trace has sequential decode tokens
+    good_lb = str(REPO / "validation/logs/synthetic-sd8-elite-gen5-llama-bench-cpu.json")
+    good_fio = str(REPO / "validation/logs/synthetic-sd8-elite-gen5-fio.json")
+    good_md = str(REPO / "validation/logs/llamacpp-pr23368-s26plus-htp0-qwen3-4b.md")
+    CD = ["calibrate", "device", "campaign-phone", "--no-write"]
+
+    SECTION = "stdout"
+    outputs = (["--help"], ["--version"], ["models"], ["devices"], ["devices", "--device", "sd8-elite-gen5"],
+               ["prefill", "--help"], P, [*P, "--json"], ["compare", *M, "--tokens", "256"], D,
+               ["trace", "info", f["trace"]], ["models", "--model", "olmoe-1b-7b", "--json"],
+               ["sweep", "--help"], ["calibrate", "device", "--help"], ["trace", "stats", f["trace"]])
+    for argv in outputs:
+        for mode in ("full", "closed"):
+            bad("stdout", ("standard output", "stdout"), *argv, stdout=mode, note=mode)
+        ok("stdout", *argv, stdout="head", note="reader stops after one line")
+
+    SECTION = "fifo-input"
+    t = dict(timeout=20)
+    bad("calibrate", ("--llama-bench", "fifo"), *CD, "--llama-bench", f["fifo_log"], **t)
+    bad("calibrate", ("--fio", "fifo"), *CD, "--fio", f["fifo_log"], **t)
+    bad("calibrate", ("--ttft", "fifo"), *CD, "--llama-bench", good_lb, "--ttft", f["fifo_log"], **t)
+    bad("calibrate", ("--base", "fifo"), *CD, "--llama-bench", good_lb, "--base", f["fifo_profile"], **t)
+    bad("compare", ("--devices", "fifo"), "compare", *M, "--tokens", "256", "--devices",
+        f"sd8-elite-gen5,{f['fifo_devices']}", **t)
+    bad("sweep", ("GRID", "fifo"), "sweep", f["fifo_grid"], "-o", str(T / "fifo-sweep.parquet"), "--quiet", **t)
+    bad("rerun", ("RESULT", "fifo"), "rerun", f["fifo_result"], **t)
+    bad("prefill", ("--device", "fifo"), *P, "--device", f["fifo_profile"], **t)
+    bad("prefill", ("--model", "fifo"), "prefill", "--model", f["fifo_model"], **t)
+    bad("prefill", ("--trace", "fifo"), *P, "--trace", f["fifo_trace"], **t)
+    bad("devices", ("--device", "fifo"), "devices", "--device", f["fifo_profile"], **t)
+    bad("models", ("--model", "fifo"), "models", "--model", f["fifo_model"], **t)
+    bad("trace", ("fifo", "TRACE"), "trace", "stats", f["fifo_trace"], **t)
+    bad("plot", ("fifo", "RESULTS"), "plot", f["fifo_result"], "--x", "tokens", "-o", str(T / "fifo.png"), **t)
+    ok("prefill", *P, "--quiet", env={"MOESIM_CACHE_DIR": f["cache_fifo"]}, timeout=60,
+       note="every entry of the cache folder is a FIFO of the name a run looks up")
+    parts = T / "sweep-fifo.parquet.parts"
+    parts.mkdir()
+    os.mkfifo(parts / "part-0000000.json")
+    bad("sweep", ("part", "fifo", "regular"), "sweep", f["g_small"], "-o", str(T / "sweep-fifo.parquet"),
+        "--resume", "--workers", "1", "--quiet", timeout=20, note="a FIFO in the parts folder")
+
+    SECTION = "huge-input"
+    endless = ("/dev/zero", "/dev/urandom")
+    for src in (*endless, f["huge"]):
+        t = dict(timeout=30)
+        bad("rerun", ("RESULT", "size", "regular"), "rerun", src, **t)
+        bad("calibrate", ("--llama-bench", "size", "regular"), *CD, "--llama-bench", src, **t)
+        bad("calibrate", ("--fio", "size", "regular"), *CD, "--fio", src, **t)
+        bad("prefill", ("--device", "size", "regular"), *P, "--device", src, **t)
+        bad("prefill", ("--model", "size", "regular"), "prefill", "--model", src, **t)
+        bad("prefill", ("--trace", "size", "regular"), *P, "--trace", src, **t)
+        bad("sweep", ("GRID", "size", "regular"), "sweep", src, "-o", str(T / f"huge-{len(CASES)}.parquet"), **t)
+        bad("compare", ("--devices", "size", "regular"), "compare", *M, "--tokens", "256", "--devices", src, **t)
+    bad("rerun", ("RESULT", "deep", "nest"), "rerun", f["deep_json"], timeout=30)
+    bad("rerun", ("RESULT", "deep", "nest"), "rerun", f["deep_object_json"], timeout=30)
+    bad("sweep", ("GRID", "deep", "nest"), "sweep", f["deep_toml"], "-o", str(T / "deep.parquet"), timeout=30)
+    bad("calibrate", ("--llama-bench", "deep", "nest"), *CD, "--llama-bench", f["deep_json"], timeout=30)
+    bad("calibrate", ("--fio", "deep", "nest"), *CD, "--fio", f["deep_object_json"], timeout=30)
+
+    SECTION = "absurd-size"
+    bad("decode", "--tokens", "decode", *M, "--tokens", "100000", timeout=60, note="the documented maximum")
+    bad("decode", "--tokens", "decode", "--tokens", "100000", timeout=60, note="mixtral, the default")
+    bad("sweep", ("tokens", "decode"), "sweep", f["cg_decode_100k"], "-o", str(T / "d100k.parquet"), "--quiet",
+        timeout=60)
+    for k in ("ttft_gpu_model", "ttft_gpu_model2"):
+        bad("calibrate", ("--ttft", "model", "phone"), *CD, "--llama-bench", good_lb, "--ttft", f[k], timeout=60)
+    bad("prefill", ("--model", "--tokens", "memory", "device"), "prefill", "--model", "qwen3-235b-a22b",
+        "--tokens", "4096", timeout=60, note="a GPU-server model on the phone")
+
+    SECTION = "grid-values"
+    for name, hint in (("mixed_tokens", "tokens"), ("dup_tokens", ("tokens", "duplicate")),
+                       ("dup_int", ("tokens", "duplicate")), ("datetime", "tokens"),
+                       ("provenance", "provenance"), ("provenance_num", "provenance"),
+                       ("string_cache", "cache_gib"), ("bool_tokens", "tokens"), ("gamma_nosel", "gamma"),
+                       ("depth_nosel", "depth"), ("pinned_lru", "pinned_share"), ("spec_dup", "gamma"),
+                       ("nan_axis", "effective_read_bw_GBps")):
+        out = T / f"grid-{name}.parquet"
+        bad("sweep", hint, "sweep", f[f"cg_{name}"], "-o", str(out), "--workers", "1", "--quiet", timeout=60,
+            note=name)
+        bad("sweep", hint, "sweep", f[f"cg_{name}"], "-o", str(out), "--workers", "1", "--quiet", "--resume",
+            timeout=60, note=name + ", then --resume")
+
+    SECTION = "set-field"
+    for what in ("memory.provenance=1", "ufs.provenance=1", "name=x", "ufs.version=5", "htp.arch=v99",
+                  "htp.attention_unit=hvx2", "memory=1", "provenance.x=1"):
+        key = what.split("=")[0]
+        hint = ("--set", key.split(".")[-1])
+        bad("prefill", hint, *P, "--set", what)
+        bad("decode", hint, *D, "--set", what)
+        bad("compare", hint, "compare", *M, "--tokens", "256", "--set", what)
+        bad("autoconfig", hint, "autoconfig", *M, "--tokens", "256", "--memory-budget-gib", "1", "--set", what)
+    for what in ("runtime.per_op_us=nan", "memory.provenance=1", "gpu.name=x"):
+        bad("specdecode", ("--set", what.split("=")[0].split(".")[-1]), "specdecode", "--passes", "1",
+            "--set", what)
+    for v in ("1.0", "3.0"):      # a power what-if, inside and outside the profile's measured range
+        ok("prefill", *P, "--set", f"power.ufs_read_W={v}", note="a float field with a range beside it")
+    grid_set = T / "grid-set.toml"
+    grid_set.write_text('[fixed]\nworkload = "prefill"\ndevice = "sd8-elite-gen5"\nmodel = "flame-moe-290m"\n'
+                        '[axes]\ntokens = [256]\n"memory.provenance" = [1, 2]\n')
+    bad("sweep", "provenance", "sweep", str(grid_set), "-o", str(T / "grid-set.parquet"), "--quiet")
+
+    SECTION = "long-path"
+    long_name = "x" * 300
+    long_path = "/".join(["y" * 200] * 25)
+    for p in (str(T / long_name), str(T / f"{long_name}.json"), "/" + long_path):
+        bad("prefill", ("--timeline", "name", "long"), *P, "--timeline", p)
+        bad("decode", ("--timeline", "name", "long"), *D, "--timeline", p)
+        bad("sweep", ("-o", "name", "long"), "sweep", f["g_small"], "-o", p + ".parquet", "--quiet")
+        bad("calibrate", ("--out", "name", "long"), "calibrate", "device", "campaign-phone", "--llama-bench",
+            good_lb, "--out", p + ".toml")
+        bad("trace", ("-o", "name", "long"), "trace", "synth", *M, "--tokens", "64", "-o", p + ".parquet")
+        bad("prefill", ("--device", "name", "long"), *P, "--device", p)
+        bad("prefill", ("--model", "name", "long"), "prefill", "--model", p)
+        bad("rerun", ("RESULT", "name", "long"), "rerun", p)
+    for name in (long_name, "z" * 5000):
+        bad("devices", ("--device", "name", "long"), "devices", "--device", name)
+        bad("prefill", ("--device", "name", "long"), *P, "--device", name)
+        bad("calibrate", ("NAME", "name", "long"), "calibrate", "device", name, "--llama-bench", good_lb)
+
+    SECTION = "damaged-file"
+    bad("prefill", ("--timeline", "timeline", "replace"), *P, "--timeline", f["grid-a"], guard=f["grid-a"])
+    bad("decode", ("--timeline", "timeline", "replace"), *D, "--timeline", f["grid-b"], guard=f["grid-b"])
+    bad("prefill", ("--timeline", "timeline", "replace"), *P, "--timeline", f["notes_json"], guard=f["notes_json"])
+    bad("sweep", ("-o", "sweep", "result"), "sweep", f["g_small"], "-o", f["text_out"], "--quiet",
+        guard=f["text_out"])
+    bad("calibrate", ("--out", "profile", "replace"), "calibrate", "device", "campaign-phone", "--llama-bench",
+        good_lb, "--out", f["grid-c"], "--force", guard=f["grid-c"])
+    bad("trace", ("-o", "trace", "replace"), "trace", "synth", *M, "--tokens", "64", "-o", f["grid-d"],
+        guard=f["grid-d"])
+
+    SECTION = "messages"
+    for v in ("nan", "inf", "-inf"):
+        bad("prefill", "--tokens", *P[:-2], "--tokens", v, forbid=("got nan", "got inf", "got -inf"))
+        bad("prefill", "--memory-budget-gib", *P, "--memory-budget-gib", v, forbid=("less than",))
+        bad("decode", "--cache-gib", *D, "--cache-gib", v, forbid=("less than", "greater than"))
+        bad("decode", "--temperature", *D, "--temperature", v, forbid=("less than", "greater than"))
+        bad("specdecode", "--draft-mu", "specdecode", "--passes", "1", "--draft-mu", v,
+            forbid=("less than", "greater than"))
+        bad("prefill", "--set", *P, "--set", f"ufs.effective_read_bw_GBps={v}", forbid=("less than",))
+    bad("rerun", ("RESULT", "object"), "rerun", f["array_json"], forbid=("Extra data",))
+    bad("sweep", ("-o", "not", "sweep"), "sweep", f["g_small"], "-o", f["text_out"], "--quiet",
+        forbid=("another grid",))
+    edited = json.loads(Path(f["r"]).read_text())
+    edited["ttft_s"] = 123.0
+    (T / "edited.json").write_text(json.dumps(edited))
+    bad("rerun", ("ttft_s", "123"), "rerun", str(T / "edited.json"), note="an edited saved result")
+
+    SECTION = "calibrate-logs"
+    for k, hint in (("lb_ts_1e308", "avg_ts"), ("lb_ts_1e12", "avg_ts"), ("lb_ts_zero", "avg_ts"),
+                    ("lb_ts_neg", "avg_ts"), ("lb_prompt_true", "n_prompt"), ("lb_prompt_1e9", "n_prompt"),
+                    ("lb_prompt_str", "n_prompt"), ("lb_ts_str", "avg_ts")):
+        bad("calibrate", (Path(f[k]).name, hint), *CD, "--llama-bench", f[k], timeout=60, note=k)
+    for k, hint in (("fio_iodepth", "iodepth"), ("fio_error", "error"), ("fio_bw_huge", "bw")):
+        bad("calibrate", (Path(f[k]).name, hint), *CD, "--fio", f[k], timeout=60, note=k)
+    for k, hint in (("ttft_1e308", "ttft_s"), ("ttft_neg", "ttft_s"), ("ttft_nan", "ttft_s"),
+                    ("ttft_tokens_true", "tokens"), ("ttft_tokens_1e9", "tokens")):
+        bad("calibrate", (Path(f[k]).name, hint), *CD, "--llama-bench", good_lb, "--ttft", f[k], timeout=60,
+            note=k)
+    bad("calibrate", ("htp_disagree.md", "pp128", "fit"), *CD, "--llama-bench", f["htp_disagree"], timeout=60)
+    bad("calibrate", ("--llama-bench", "twice", "duplicate", "same"), *CD, "--llama-bench", good_lb,
+        "--llama-bench", good_lb, timeout=60)
+    bad("calibrate", ("--fio", "twice", "duplicate", "same"), *CD, "--fio", good_fio, "--fio", good_fio, timeout=60)
+    bad("calibrate", ("OpenCL", "ignored"), *CD, "--llama-bench", f["lb_opencl"], timeout=60)
+    bad("calibrate", ("n_depth", "ignored"), *CD, "--llama-bench", f["lb_depth"], timeout=60)
+    ok("calibrate", *CD, "--llama-bench", good_md, timeout=120, note="the tutorial's log")
+    ok("calibrate", *CD, "--llama-bench", good_lb, "--fio", good_fio, timeout=120, note="the synthetic logs")
+    SECTION = ""
+
+
 # ---------------------------------------------------------------- run and classify
 def node_kind(path: str) -> str:
     try:
@@ -718,27 +1055,74 @@ def norm(text: str) -> str:
     return text.lower().replace("-", "_").lstrip("_")
 
 
+def _digest(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        import hashlib
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as exc:
+        return f"unreadable: {exc}"
+
+
+def _spawn(case: Case, env: dict[str, str]) -> tuple[int | None, str, str]:
+    """Run the case with its standard output as the case asks; (exit status or None on timeout, out, err)."""
+    argv = [PY, "-m", "moesim", *case.argv]
+    kw = dict(cwd=case.cwd or REPO, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if case.stdout == "head":       # read one line, then stop reading, as `| head -1` does
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, **kw)
+        assert p.stdout is not None
+        out = p.stdout.readline()
+        p.stdout.close()
+        try:
+            _, err = p.communicate(timeout=case.timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            return None, out, ""
+        return p.returncode, out, err
+    if case.stdout == "closed":     # `moesim ... >&-`
+        argv = ["sh", "-c", 'exec "$@" >&-', "sh", *argv]
+        stdout = None
+    elif case.stdout == "full":
+        stdout = open("/dev/full", "w")
+    else:
+        stdout = subprocess.PIPE
+    try:
+        p = subprocess.run(argv, stdout=stdout, timeout=case.timeout, **kw)
+    except subprocess.TimeoutExpired as e:
+        return None, "", (e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or ""))
+    finally:
+        if case.stdout == "full":
+            stdout.close()
+    return p.returncode, p.stdout or "", p.stderr
+
+
 def run(case: Case) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
     env.update(case.env)
     before = node_kind(case.node) if case.node else None
+    guarded = _digest(case.guard)
     t0 = time.monotonic()
-    try:
-        p = subprocess.run([PY, "-m", "moesim", *case.argv], cwd=case.cwd or REPO, env=env,
-                           capture_output=True, text=True, timeout=case.timeout,
-                           stdin=subprocess.DEVNULL)
-        rc, out, err = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, out, err = None, "", (e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or ""))
+    rc, out, err = _spawn(case, env)
     wall = time.monotonic() - t0
     after = node_kind(case.node) if case.node else None
     lines = [ln for ln in err.splitlines() if ln.strip()]
     first = lines[0] if lines else (out.strip().splitlines()[0] if out.strip() else "")
+    traceback = "Traceback (most recent call last)" in err or "Exception ignored" in err
     if case.node and before != after:
         cls = "node-replaced"
+    elif case.guard and _digest(case.guard) != guarded:
+        cls = "damaged-file"
     elif rc is None:
         cls = "hang"
-    elif "Traceback (most recent call last)" in err or rc not in (0, 2):
+    elif wall > SILENT_S and not lines:
+        cls = "silent-run"
+    elif case.stdout == "head":
+        cls = "clean-ok" if rc in (0, 141) and not lines else "bad-stdout"
+    elif case.stdout in ("full", "closed"):
+        one_line = len(lines) == 1 and lines[0].startswith("moesim: error:")
+        cls = "clean-refusal" if rc not in (0, None) and one_line and not traceback else "bad-stdout"
+    elif traceback or rc not in (0, 2):
         cls = "internal-error"
     elif rc == 0:
         cls = "clean-ok" if case.expect == "ok" else "accepted-nonsense"
@@ -746,79 +1130,101 @@ def run(case: Case) -> dict:
         errs = [ln for ln in lines if "error" in ln.lower()]
         if case.expect == "ok":
             cls = "unexpected-refusal"
-        elif len(lines) > 1:
-            cls = "multi-line"
+        elif len(lines) > 1 and not (len(errs) == 1 and lines[-1] == errs[0]):
+            cls = "multi-line"          # progress lines before the one error line are allowed
         elif "got None" in err or any(x in err for x in case.forbid) or (
                 case.names and not any(norm(n) in norm(err) for n in case.names)):
             cls = "misblame"
         else:
             cls = "clean-refusal"
         if errs:
-            first = errs[0]
-    return dict(cmd=case.cmd, argv=case.argv, expect=case.expect, rc=rc, cls=cls, wall=round(wall, 1),
-                names=list(case.names), first=first[:300], nlines=len(lines), note=case.note, env=case.env,
-                node=(before, after) if case.node else None)
+            first = errs[-1]
+    return dict(cmd=case.cmd, section=case.section, argv=case.argv, expect=case.expect, rc=rc, cls=cls,
+                wall=round(wall, 1), names=list(case.names), first=first[:300], nlines=len(lines), note=case.note,
+                env=case.env, stdout=case.stdout, node=(before, after) if case.node else None)
 
 
-ORDER = ["node-replaced", "internal-error", "hang", "accepted-nonsense", "misblame", "multi-line",
-         "unexpected-refusal", "clean-refusal", "clean-ok"]
+ORDER = ["node-replaced", "damaged-file", "internal-error", "hang", "silent-run", "bad-stdout",
+         "accepted-nonsense", "misblame", "multi-line", "unexpected-refusal", "clean-refusal", "clean-ok"]
+GOOD = ("clean-refusal", "clean-ok")
 
 
 def short(argv: list[str]) -> str:
     return " ".join((a.replace(str(T), "$T") if a else "''") for a in argv)
 
 
-def report(results: list[dict]) -> str:
+def report(results: list[dict], sections: list[str]) -> str:
     from collections import Counter
     c = Counter(r["cls"] for r in results)
-    out = ["# Issue 23 adversarial campaign", "",
-           f"`validation/campaign_23.py`, {len(results)} cases, run "
+    by = Counter((r["section"], r["cls"]) for r in results)
+    shown = [k for k in ORDER if c.get(k) or k in GOOD or k in ORDER[:-2]]
+    out = ["# Adversarial input campaign", "",
+           f"`validation/input_campaign.py`, {len(results)} cases in {len(sections)} sections, run "
            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. `$T` is the scratch fixture folder "
-           "(broken profiles, models, traces, grids, a FIFO and a char device made with mknod).", "",
+           "(broken profiles, models, traces, grids, logs, FIFOs, a char device made with mknod, a sparse "
+           "3 GiB file).", "",
            "| class | cases |", "|---|---|"]
     for k in ORDER:
         out.append(f"| {k} | {c.get(k, 0)} |")
     out += ["", "Classes: *accepted-nonsense* exit 0 on an input that should be refused; *misblame* a "
-            "one-line exit 2 that names none of the fields the user set (or says `got None`); "
-            "*multi-line* exit 2 with more than one stderr line; *unexpected-refusal* exit 2 on a "
-            "documented command; *node-replaced* a FIFO or char device given as output changed type.", ""]
-    for k in ORDER[:-2]:
+            "one-line exit 2 that names none of the fields the user set (or says `got None`, or a phrase the "
+            "case forbids); *multi-line* exit 2 with more than one stderr line; *unexpected-refusal* exit 2 on a "
+            "documented command; *node-replaced* a FIFO or char device given as output changed type; "
+            "*damaged-file* a file that was not the command's to replace changed; *silent-run* over "
+            f"{SILENT_S:.0f} s with nothing on stderr; *bad-stdout* a full or closed standard output not ended "
+            "by one error line and a non-zero exit, or a reader that stopped early not ended by 0 or 141 in "
+            "silence.", "", "## Per section", "",
+            "| section | cases | " + " | ".join(shown) + " |", "|---|---|" + "---|" * len(shown)]
+    for sec in sections:
+        n = sum(v for (s_, _), v in by.items() if s_ == sec)
+        out.append(f"| {sec} | {n} | " + " | ".join(str(by.get((sec, k), 0)) for k in shown) + " |")
+    out.append("")
+    for k in ORDER:
+        if k in GOOD:
+            continue
         rows = [r for r in results if r["cls"] == k]
         if not rows:
             continue
-        out += [f"## {k} ({len(rows)})", "", "| command | argv | rc | first stderr line | note |",
+        out += [f"## {k} ({len(rows)})", "", "| section | argv | rc | first stderr line | note |",
                 "|---|---|---|---|---|"]
-        for r in sorted(rows, key=lambda r: r["cmd"]):
+        for r in sorted(rows, key=lambda r: r["section"]):
             env = " ".join(f"{a}={b}" for a, b in r["env"].items())
-            argv = (env + " " if env else "") + short(r["argv"])
+            argv = (env + " " if env else "") + short(r["argv"]) + (f" (stdout {r['stdout']})" if r["stdout"] else "")
             first = r["first"].replace("|", "\\|").replace(str(T), "$T")
             moved = r["node"] and r["node"][0] != r["node"][1]
             note = r["note"] + (f" node {r['node'][0]}->{r['node'][1]}" if moved else "")
             argv = argv.replace("|", "\\|")
-            out.append(f"| {r['cmd']} | `{argv}` | {r['rc']} | {first} | {note} |")
+            out.append(f"| {r['section']} | `{argv}` | {r['rc']} | {first} | {note} |")
         out.append("")
     return "\n".join(out) + "\n"
 
 
 def main() -> int:
     f = fixtures()
+    class_fixtures(f)
     build(f)
+    build_classes(f)
     os.chmod(f["ro_dir"], 0o500)
     workers = int(os.environ.get("CAMPAIGN_WORKERS", str(max(2, os.cpu_count() or 2))))
-    only = os.environ.get("CAMPAIGN_ONLY")
-    cases = [c for c in CASES if not only or c.cmd == only]
-    print(f"{len(cases)} cases, scratch {T}", file=sys.stderr)
+    only = {s for s in os.environ.get("CAMPAIGN_SECTIONS", "").split(",") if s}
+    cases = [c for c in CASES if not only or c.section in only]
+    sections = list(dict.fromkeys(c.section for c in cases))
+    print(f"{len(cases)} cases in {len(sections)} sections, scratch {T}", file=sys.stderr)
     results = []
     with ThreadPoolExecutor(workers) as ex:
         for i, r in enumerate(ex.map(run, cases)):
             results.append(r)
-            if r["cls"] not in ("clean-ok", "clean-refusal"):
+            if r["cls"] not in GOOD:
                 print(f"[{i}] {r['cls']:<18} {short(r['argv'])[:120]} :: {r['first'][:150]}", file=sys.stderr)
     if os.environ.get("CAMPAIGN_JSON"):          # every outcome, for a closer look (not committed)
         Path(os.environ["CAMPAIGN_JSON"]).write_text(json.dumps(results, indent=1, default=str))
-    (REPO / "validation" / "campaign_23.md").write_text(report(results))
+    target = Path(os.environ.get("CAMPAIGN_REPORT") or REPO / "validation" / "input_campaign.md")
+    target.write_text(report(results, sections))
+    os.chmod(f["ro_dir"], 0o700)
     shutil.rmtree(T, ignore_errors=True)
-    return 0
+    bad_cases = sum(r["cls"] not in GOOD for r in results)
+    print(f"{len(results) - bad_cases} clean, {bad_cases} in a bad class; report {target}", file=sys.stderr)
+    return 1 if bad_cases else 0
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-__all__ = ["MoesimError", "InputError", "NotFittedError", "ToolMissingError", "format_value"]
+__all__ = ["MoesimError", "InputError", "NotFittedError", "ToolMissingError", "StdoutError", "format_value"]
 
 
 def format_value(value: Any, limit: int = 240) -> str:
@@ -79,6 +79,25 @@ class ToolMissingError(MoesimError):
     """A tool a measurement needs (a compiler, make, the Hexagon toolchain, the emulator) is
     not installed here, or the sources it builds are absent: the measurement cannot run on
     this machine, which ``moesim validate`` reports as a skip with this message."""
+
+
+class StdoutError(MoesimError):
+    """Standard output cannot be written: it is closed, the disk or device behind it is full
+    (``ENOSPC``), or the reader of its pipe went away (``EPIPE``, ``moesim ... | head``).
+
+    Not an ``OSError`` on purpose: no handler meant for a file (nor click's own, which turns
+    ``EPIPE`` into exit status 1) takes it for another; the CLI exits 141 for ``EPIPE``, as a
+    shell reports SIGPIPE, and 2 with this one line otherwise.
+
+    >>> import errno, os
+    >>> str(StdoutError(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))))
+    'cannot write to standard output: No space left on device'
+    """
+
+    def __init__(self, cause: OSError | str) -> None:
+        self.errno = cause.errno if isinstance(cause, OSError) else None
+        reason = cause if isinstance(cause, str) else cause.strerror or str(cause)
+        super().__init__(f"cannot write to standard output: {reason}")
 
 
 _DEPRECATIONS_SHOWN: set[str] = set()

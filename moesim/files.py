@@ -17,6 +17,10 @@ The rules, by what the destination is:
   into the device. The device is never renamed over nor removed, and no file is made beside it.
 - **A FIFO, a socket, a block device or a folder** is refused with one line, before any work
   (:func:`check_writable`) and again just before the rename (it may have appeared meanwhile).
+- **A regular file of another kind** (a grid TOML where a timeline goes) is kept: an output
+  whose files all begin alike refuses, with :func:`check_replaceable`, a file that does not.
+- **A name longer than the filesystem allows** (a name over NAME_MAX, a path over PATH_MAX) is
+  refused by :func:`check_writable` by its length, before any call that would fail on it.
 
 A destination that cannot be written raises :class:`moesim.errors.InputError` naming the path
 and the cause, which the CLI prints on one line (exit 2): a missing or read-only folder, or a
@@ -43,10 +47,12 @@ from typing import Any
 
 from moesim.errors import InputError
 
-__all__ = ["atomic_path", "write_text_atomic", "write_bytes_atomic", "write_json_atomic", "check_writable"]
+__all__ = ["atomic_path", "write_text_atomic", "write_bytes_atomic", "write_json_atomic", "check_writable",
+           "check_replaceable"]
 
 _ATTEMPTS = 100
 _NAME_MAX = 255                     # where the filesystem does not say
+_PATH_MAX = 4096                    # Linux's, the terminating NUL included
 #: what a writer's OSError may mean about the destination rather than about moesim
 _USER_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
                           errno.ENAMETOOLONG, errno.EIO, errno.ENOTDIR, errno.EISDIR})
@@ -95,6 +101,14 @@ def _name_max(folder: Path) -> int:
         return _NAME_MAX
 
 
+def _is_dir(path: Path) -> bool:
+    """``Path.is_dir``, False (not an OSError) where the name is too long for the filesystem."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def _stat(path: Path) -> os.stat_result | None:
     """``os.stat`` (links followed), or None when there is nothing there yet."""
     try:
@@ -114,32 +128,87 @@ def check_writable(path: str | Path, flag: str) -> None:
     moesim.errors.InputError: -o must name a file in an existing, writable folder, got '/proc/x.json'
     """
     target = Path(path)
-    _check_name_length(target, flag)
+    _check_path_length(target, flag)
     try:
-        st = _stat(target)
+        _check_writable(target, flag, str(path))
     except OSError as exc:          # a loop of links, a file where a folder should be, a path too long
         if exc.errno == errno.ENOTDIR:
             raise InputError(flag, "must name a file in an existing, writable folder", str(path)) from None
         raise InputError(flag, f"cannot be written ({_cause(exc)})", str(path)) from None
+
+
+def _check_writable(target: Path, flag: str, path: str) -> None:
+    _check_name_length(target, flag)
+    st = _stat(target)
     if st is not None and stat.S_ISDIR(st.st_mode):
-        raise InputError(flag, "must name a file, not a folder", str(path))
+        raise InputError(flag, "must name a file, not a folder", path)
     if st is not None and (kind := _kind(st.st_mode)) is not None:
-        raise InputError(flag, f"{_RULE}, not {kind}", str(path))
+        raise InputError(flag, f"{_RULE}, not {kind}", path)
     if st is not None and stat.S_ISCHR(st.st_mode):         # written through: its folder does not matter
         if not os.access(target, os.W_OK):
-            raise InputError(flag, "names a device that cannot be written", str(path))
+            raise InputError(flag, "names a device that cannot be written", path)
         return
     real = Path(os.path.realpath(target)) if target.is_symlink() else target
-    _check_name_length(real, flag, str(path))
+    _check_name_length(real, flag, path)
     parent = real.parent if str(real.parent) else Path(".")
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK) or (
             st is not None and not os.access(target, os.W_OK)) or _is_pseudo_fs(parent):
-        raise InputError(flag, "must name a file in an existing, writable folder", str(path))
+        raise InputError(flag, "must name a file in an existing, writable folder", path)
+
+
+def check_replaceable(path: str | Path, flag: str, signature: bytes, what: str) -> None:
+    """Refuse an existing regular file at ``path`` that does not begin with ``signature`` (how
+    every file moesim writes there begins): an output option never replaces a file of another
+    kind named by mistake (a grid, a profile), as ``sweep -o`` keeps another grid's results and
+    ``calibrate device --out`` an existing profile. A new name, an empty file and a character
+    device (written through, never replaced) pass; a file that cannot be read is refused,
+    since what it holds cannot be known.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     grid = Path(folder) / "grid.toml"
+    ...     _ = grid.write_text("[axes]")
+    ...     check_replaceable(grid, "--timeline", b'{"displayTimeUnit"', "a moesim timeline")
+    Traceback (most recent call last):
+    ...
+    moesim.errors.InputError: --timeline names an existing file that is not a moesim timeline; it is not replaced \
+(delete it or choose another name), got '...grid.toml'
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except FileNotFoundError:
+        return
+    except PermissionError:
+        raise InputError(flag, f"names an existing file that cannot be read, so it is not known to be {what}; it "
+                         "is not replaced", str(path)) from None
+    except OSError:             # not a place for a file at all: check_writable and the writer say why
+        return
+    try:
+        st = os.fstat(fd)
+        head = os.read(fd, len(signature)) if stat.S_ISREG(st.st_mode) and st.st_size else signature
+    finally:
+        os.close(fd)
+    if head != signature:
+        raise InputError(flag, f"names an existing file that is not {what}; it is not replaced (delete it or "
+                         "choose another name)", str(path))
+
+
+def _check_path_length(path: Path, flag: str) -> None:
+    """Every name in ``path`` within NAME_MAX (the last one is checked against its folder's own
+    limit by :func:`_check_name_length`), the whole within PATH_MAX."""
+    raw = os.fsencode(path)
+    if len(raw) >= _PATH_MAX:
+        raise InputError(flag, f"is a path of {len(raw):,} bytes, longer than the {_PATH_MAX - 1:,} the system "
+                         "allows", str(path))
+    longest = max(len(part) for part in raw.split(b"/")[:-1] or [b""])
+    if longest > _NAME_MAX:
+        raise InputError(flag, f"has a folder name of {longest} bytes, longer than the {_NAME_MAX} the filesystem "
+                         "allows", str(path))
 
 
 def _check_name_length(path: Path, flag: str, shown: str | None = None) -> None:
     folder = path.parent if str(path.parent) else Path(".")
-    limit = _name_max(folder) if folder.is_dir() else _NAME_MAX
+    limit = _name_max(folder) if _is_dir(folder) else _NAME_MAX
     size = len(os.fsencode(path.name))
     if size > limit:
         raise InputError(flag, f"has a file name of {size} bytes, longer than the {limit} the filesystem allows",

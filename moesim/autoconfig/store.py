@@ -16,6 +16,7 @@ import numpy as np
 from moesim.cost.ops import OpCost
 from moesim.cost.pipeline import ServiceTimes
 from moesim.files import atomic_path
+from moesim.inputs import is_regular
 from moesim.traces.synth_cache import cache_root
 
 __all__ = ["cache_dir", "profile_key", "save_service_times", "load_service_times"]
@@ -46,7 +47,7 @@ def save_service_times(st: ServiceTimes, key: str) -> Path:
 
 def load_service_times(key: str) -> ServiceTimes | None:
     path = cache_dir() / f"{key}.npz"
-    if not path.exists():
+    if not is_regular(path):         # missing, or a FIFO or device put there: never waited on
         return None
     try:
         with np.load(path) as z:

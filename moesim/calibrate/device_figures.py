@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from moesim.calibrate.bench_logs import BenchRow
 from moesim.calibrate.bench_models import BenchModel, bench_model
@@ -32,11 +33,20 @@ from moesim.cost.flash import read_rate_GBps
 from moesim.cost.params import cpu_backend, npu_backend, ufs_params
 from moesim.errors import InputError
 
+if TYPE_CHECKING:
+    from moesim.config.prefill import EStreamPolicy
+
 __all__ = ["Figure", "FieldSpec", "Excluded", "GROUPS", "group_fields", "bench_figures", "fio_figures",
-           "ttft_figures", "HVX_ROWS_BELOW"]
+           "ttft_figures", "unique_figures", "HVX_ROWS_BELOW", "MAX_TTFT_SLOTS"]
 
 #: llama.cpp's HTP backend runs batches under 32 rows on its HVX vector-dot path, not HMX (dense_anchor)
 HVX_ROWS_BELOW = 32
+#: the fit simulates every TTFT row at each of its steps (60-200 of them): a prefill costs about 0.3 us a routed
+#: expert slot (tokens x MoE layers x top-k) here (OLMoE 4K, 0.5 M slots: 0.17 s), so the rows together may hold
+#: 2**21 slots, about 0.7 s a step and a fit within about 30 s (measured: OLMoE 4K 13 s, Qwen3-30B-A3B 4K, 1.57 M
+#: slots, the largest MoE the EStream paper prefilled, 23 s); OLMoE up to 16K tokens. A GPU-server MoE at phone
+#: prompt lengths (Qwen3-235B-A22B at 4K: 3.1 M) is refused before the first step.
+MAX_TTFT_SLOTS = 1 << 21
 GROUPS = ("cpu-tg", "cpu-pp", "ufs", "htp")
 
 
@@ -88,14 +98,21 @@ def group_fields(group: str, base: MobileNPUProfile) -> tuple[FieldSpec, ...]:
     return tuple(FieldSpec(f, low, high, why) for f, low, high, why in FIT_FIELDS)
 
 
-def _names_unique(figures: list[Figure]) -> list[Figure]:
+#: the fields that name one measurement, by group (a figure measured twice is one measurement counted twice)
+_SAME_TEST = {"cpu-tg": "test", "cpu-pp": "test", "ufs": "bs and iodepth", "htp": "test"}
+
+
+def unique_figures(figures: Sequence[Figure]) -> list[Figure]:
+    """``figures`` once no two measure the same thing (in one log or across logs): a measurement counted
+    twice would shrink the 90% intervals without any new evidence."""
     seen: dict[str, Figure] = {}
     for f in figures:
         if f.name in seen:
-            raise InputError("test", f"must appear once per unit and model ({f.name} also at "
-                             f"{seen[f.name].source}; give one llama-bench run per unit)", f.name, source=f.source)
+            field = "model and tokens" if f.name.startswith("ttft:") else _SAME_TEST[f.group]
+            raise InputError(field, f"must name each measurement once ({f.name} is also at {seen[f.name].source}; "
+                             "give one run of each test)", f.name, source=f.source)
         seen[f.name] = f
-    return figures
+    return list(figures)
 
 
 def bench_figures(rows: Sequence[BenchRow]) -> tuple[list[Figure], list[Excluded]]:
@@ -117,7 +134,7 @@ def bench_figures(rows: Sequence[BenchRow]) -> tuple[list[Figure], list[Excluded
             continue
         group = "cpu-pp" if r.unit == "cpu" else "htp"
         figures.append(Figure(name, group, r.avg_ts, "tok/s", r.source, _pp_predict(r, m)))
-    return _names_unique(figures), excluded
+    return unique_figures(figures), excluded
 
 
 def _tg_predict(nbytes: int) -> Callable[[MobileNPUProfile], float]:
@@ -143,7 +160,8 @@ def _pp_predict(r: BenchRow, m: BenchModel) -> Callable[[MobileNPUProfile], floa
 
 def _why_excluded(r: BenchRow) -> str:
     if r.unit == "other":
-        return "ran on another accelerator (a GPU backend): moesim's phone profile has no rate for it"
+        return (f"ran on {r.backend or 'another accelerator'} (a GPU backend): moesim's phone profile has no rate "
+                "for it")
     if r.n_prompt and r.n_gen:
         return "a combined pp+tg test: give pp and tg tests separately"
     if r.n_depth:
@@ -153,6 +171,9 @@ def _why_excluded(r: BenchRow) -> str:
                 "(calibrate estream's decode anchors); not fitted")
     if r.unit == "htp" and r.n_prompt < HVX_ROWS_BELOW:
         return f"fewer than {HVX_ROWS_BELOW} prompt tokens run llama.cpp's HVX vector-dot path, not HMX"
+    if r.unit == "htp" and r.n_ubatch < HVX_ROWS_BELOW:
+        return (f"micro-batches of fewer than {HVX_ROWS_BELOW} rows (n_ubatch) run llama.cpp's HVX vector-dot "
+                "path, not HMX")
     return ""
 
 
@@ -167,28 +188,43 @@ def fio_figures(points: Sequence[FioPoint]) -> list[Figure]:
     figures = [Figure(f"ufs:{_size(pt.block_B)}@q{pt.queue_depth}", "ufs", pt.read_GBps, "GB/s", pt.source,
                       _fio_predict(pt.block_B, pt.queue_depth))
                for pt in points]
-    return _names_unique(figures)
+    return unique_figures(figures)
 
 
 def ttft_figures(points: Sequence[TTFTPoint]) -> list[Figure]:
-    """TTFT rows, priced by a simulated EStream prefill (prefetch during non-FFN work)."""
+    """TTFT rows, priced by a simulated EStream prefill (prefetch during non-FFN work); a run the
+    simulator refuses (a group larger than the model's experts, say) names the row."""
     from moesim.config.catalog import load_model
-    from moesim.config.prefill import EStreamPolicy, PrefillRun
+    from moesim.config.loading import validate_data
+    from moesim.config.prefill import EStreamPolicy
 
-    figures = []
+    figures, slots = [], 0
     for pt in points:
         try:
-            load_model(pt.model)
+            spec = load_model(pt.model)
         except InputError as exc:
             raise InputError("model", exc.rule, pt.model, source=pt.source) from None
-        policy = EStreamPolicy.model_validate({"prefetch": "non-ffn", "group_size": pt.group_size,
-                                               "banks": pt.banks})
+        slots += pt.tokens * spec.num_moe_layers * spec.moe.top_k
+        if slots > MAX_TTFT_SLOTS:
+            raise InputError("tokens", f"must keep the TTFT rows within {MAX_TTFT_SLOTS:,} routed expert slots "
+                             f"together (tokens x MoE layers x top-k; {pt.model} has {spec.num_moe_layers} x "
+                             f"{spec.moe.top_k}): the fit simulates every row at each step", pt.tokens,
+                             source=pt.source)
+        policy = validate_data(EStreamPolicy, {"prefetch": "non-ffn", "group_size": pt.group_size, "banks": pt.banks},
+                               source=pt.source)
+        figures.append(Figure(f"ttft:{pt.model}:{pt.tokens}", "htp", pt.ttft_s, "s", pt.source,
+                              _ttft_predict(pt, policy)))
+    return unique_figures(figures)
 
-        def predict(p: MobileNPUProfile, pt: TTFTPoint = pt, policy: EStreamPolicy = policy) -> float:
-            from moesim.simulate.prefill import simulate_prefill
 
+def _ttft_predict(pt: TTFTPoint, policy: EStreamPolicy) -> Callable[[MobileNPUProfile], float]:
+    def predict(p: MobileNPUProfile) -> float:
+        from moesim.config.prefill import PrefillRun
+        from moesim.simulate.prefill import simulate_prefill
+
+        try:
             run = PrefillRun(model=pt.model, device=p.name, tokens=pt.tokens, policy=policy)
             return float(simulate_prefill(run, profile=p).to_dict()["ttft_s"])
-
-        figures.append(Figure(f"ttft:{pt.model}:{pt.tokens}", "htp", pt.ttft_s, "s", pt.source, predict))
-    return _names_unique(figures)
+        except InputError as exc:
+            raise InputError(exc.field, exc.rule, exc.value, source=pt.source, show_value=exc.show_value) from None
+    return predict

@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from moesim.errors import InputError
+from moesim.inputs import MAX_DEPTH, check_depth, read_input_text
 
 __all__ = ["SCHEMA", "NEARBY_WINDOW", "RANDOM_PAIRS", "DraftLog", "DraftNode", "read_draft_log", "parse_draft_log",
            "OverlapStats", "overlap_stats", "routing_shares", "render_report"]
@@ -151,6 +152,9 @@ def parse_draft_log(lines: Iterable[str], source: str = "draft log") -> DraftLog
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError("line", f"must be one JSON object ({exc.msg})", line.strip()[:60], source=where) from None
+        except RecursionError:
+            raise InputError("line", f"must nest at most {MAX_DEPTH} levels", show_value=False, source=where) from None
+        check_depth(obj, "line", where)
         if header is None:
             header = _header(obj, where)
             continue
@@ -174,12 +178,7 @@ def parse_draft_log(lines: Iterable[str], source: str = "draft log") -> DraftLog
 
 def read_draft_log(path: Path) -> DraftLog:
     """Read a JSONL file written by ``native_ref/gpu/log_draft_routing.py``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError("draft log", f"cannot be read ({exc.strerror})", str(path)) from None
-    except UnicodeDecodeError:
-        raise InputError("draft log", "must be UTF-8 text (JSON lines)", str(path)) from None
+    text = read_input_text(path, "draft log", "log")     # a regular file, within the log cap, UTF-8
     return parse_draft_log(text.splitlines(), source=str(path))
 
 

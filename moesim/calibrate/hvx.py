@@ -24,6 +24,7 @@ import numpy as np
 from moesim.cost.hvx import FEATURES, features
 from moesim.errors import InputError, MoesimError
 from moesim.files import write_text_atomic
+from moesim.inputs import read_input_text
 from moesim.native import hexagon
 
 __all__ = ["PLAN", "PacketRow", "KernelFit", "measure", "provenance", "write_csv", "read_csv", "fit",
@@ -111,7 +112,7 @@ def write_csv(rows: Iterable[PacketRow], path: Path, notes: list[str]) -> None:
 
 
 def read_csv(path: Path) -> list[PacketRow]:
-    lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+    lines = [ln for ln in read_input_text(path, "packet CSV", "log").splitlines() if ln and not ln.startswith("#")]
     reader = csv.DictReader(lines)
     expected = [f.name for f in fields(PacketRow)]
     if reader.fieldnames != expected:

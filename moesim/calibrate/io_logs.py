@@ -14,6 +14,12 @@ TTFT log: a CSV with a header, one measured request a line::
 ``model`` a catalog name, ``tokens`` the prompt length, ``ttft_s`` the measured time to first
 token in seconds (EStream policy, expert prefetch during non-FFN work), ``group_size`` and
 ``banks`` the EStream configuration when it is known (else moesim chooses it), ``source`` free text.
+
+Files are read through :mod:`moesim.inputs` (a regular file within the cap of a log). Every
+job and row is checked against the physical range of what it measures (the module constants,
+each with its reason) before anything is fitted; a fio job that reported an error is refused.
+Bad input raises :class:`~moesim.errors.InputError` naming the file, the job or line, the
+field, the rule and the value.
 """
 
 from __future__ import annotations
@@ -28,10 +34,25 @@ from pathlib import Path
 from typing import Any
 
 from moesim.errors import InputError
+from moesim.inputs import check_depth, read_input_text
 
-__all__ = ["FioPoint", "TTFTPoint", "read_fio", "parse_fio", "read_ttft_log", "parse_size_B"]
+__all__ = ["FioPoint", "TTFTPoint", "read_fio", "parse_fio", "read_ttft_log", "parse_ttft_log", "parse_size_B",
+           "MAX_PROMPT_TOKENS", "READ_BPS_RANGE", "BLOCK_B_RANGE", "TTFT_S_RANGE"]
+
+#: the longest prompt a log may hold: 128 Ki tokens, the longest context of the models moesim prices for a
+#: phone (Llama 3.2's 131,072; Qwen3's native 32,768; OLMoE's 4,096)
+MAX_PROMPT_TOKENS = 131_072
 
 _SYNC_ENGINES = ("sync", "psync", "vsync", "pvsync", "pvsync2", "mmap")
+#: a direct read's rate, B/s: under 1 MB/s (4 KiB in 4 ms) is a failing part or a throttled test, slower than
+#: eMMC's 4 KiB reads; over 12 GB/s is past UFS 5.0's 10.8 GB/s, the fastest phone flash link JEDEC has announced
+READ_BPS_RANGE = (1e6, 12e9)
+#: fio's bs: 512 B, the smallest sector; 1 GiB, far past the few MiB at which a UFS read reaches its peak
+#: (an expert group moesim reads is tens of MiB)
+BLOCK_B_RANGE = (512, 2**30)
+#: a first token: 1 ms is less than reading one MoE layer's experts from flash; an hour is no phone's prompt
+#: (the slowest published baseline, mmap of a 4K prompt, is about a minute and a half)
+TTFT_S_RANGE = (1e-3, 3600.0)
 _SIZE = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[kmgt]?)(?:i?b)?$", re.I)
 _TTFT_COLUMNS = ("model", "tokens", "ttft_s")
 
@@ -73,14 +94,40 @@ def _opt(job: dict[str, Any], glob: dict[str, Any], name: str) -> Any:
     return opts.get(name, glob.get(name))
 
 
-def _point(job: dict[str, Any], glob: dict[str, Any], where: str) -> FioPoint | None:
+def _point(job: dict[str, Any], glob: dict[str, Any], where: str, queue_slots: int) -> FioPoint | None:
     rw = str(_opt(job, glob, "rw") or _opt(job, glob, "readwrite") or "read")
     if rw not in ("read", "randread"):
         return None
+    error = job.get("error", 0)
+    if error not in (0, "0", None):
+        raise InputError("error", "must be 0 (fio reports that this job failed: the errno its I/O returned)", error,
+                         source=where)
     if str(_opt(job, glob, "direct") or "0") not in ("1", "true"):
         raise InputError("direct", "must be 1 (a buffered read measures the page cache, not the flash)",
                          _opt(job, glob, "direct"), source=where)
-    bs = _opt(job, glob, "bs") or _opt(job, glob, "blocksize")
+    block = _block_B(_opt(job, glob, "bs") or _opt(job, glob, "blocksize"), where)
+    depth = _depth(job, glob, where, queue_slots)
+    read = job.get("read")
+    if not isinstance(read, dict):
+        raise InputError("read", "is required (fio's per-job read statistics)", show_value=False, source=where)
+    field, bw = ("read.bw_bytes", read.get("bw_bytes")) if "bw_bytes" in read else ("read.bw", read.get("bw", 0))
+    if isinstance(bw, bool) or not isinstance(bw, (int, float, str)):
+        raise InputError(field, "must be a number", bw, source=where)
+    try:
+        bw_Bps = float(bw) * (1024 if field == "read.bw" else 1)       # fio before 3.x: read.bw in KiB/s
+    except ValueError:
+        raise InputError(field, "must be a number", bw, source=where) from None
+    if not math.isfinite(bw_Bps) or bw_Bps <= 0:
+        raise InputError(field, "must be > 0 (the job read nothing)", bw, source=where)
+    low, high = READ_BPS_RANGE
+    if not low <= bw_Bps <= high:
+        raise InputError(field, f"must be a direct read rate in [{low / 1e6:g} MB/s, {high / 1e9:g} GB/s] (under "
+                         "1 MB/s is a failing or throttled part; over 12 GB/s is past UFS 5.0's 10.8 GB/s link)",
+                         bw, source=where)
+    return FioPoint(source=where, block_B=block, queue_depth=depth, read_GBps=bw_Bps / 1e9)
+
+
+def _block_B(bs: Any, where: str) -> int:
     if bs is None:
         raise InputError("bs", "is required in the job or global options (the request size)", show_value=False,
                          source=where)
@@ -88,26 +135,37 @@ def _point(job: dict[str, Any], glob: dict[str, Any], where: str) -> FioPoint | 
         block = parse_size_B(str(bs))
     except ValueError:
         raise InputError("bs", "must be one fio size (4k, 512k, 1m)", bs, source=where) from None
-    depth = _whole(_opt(job, glob, "iodepth") or 1, "iodepth", where)
+    low, high = BLOCK_B_RANGE
+    if not low <= block <= high:
+        raise InputError("bs", "must be in [512 B, 1 GiB] (a sector to far past the size at which a UFS read "
+                         "reaches its peak)", bs, source=where)
+    return block
+
+
+def _depth(job: dict[str, Any], glob: dict[str, Any], where: str, queue_slots: int) -> int:
+    """The reads the job kept in flight, at most the flash's ``queue_slots``."""
+    raw = _opt(job, glob, "iodepth")
+    depth = _whole(1 if raw is None else raw, "iodepth", where)
+    field = "iodepth"
     if str(_opt(job, glob, "ioengine") or "") in _SYNC_ENGINES:
         depth = 1
     if str(_opt(job, glob, "group_reporting") or "0") not in ("0", "false"):
-        depth *= _whole(_opt(job, glob, "numjobs") or 1, "numjobs", where)
-    read = job.get("read")
-    if not isinstance(read, dict):
-        raise InputError("read", "is required (fio's per-job read statistics)", show_value=False, source=where)
-    bw = read.get("bw_bytes")
-    bw_Bps = float(bw) if isinstance(bw, (int, float)) else float(read.get("bw", 0) or 0) * 1024
-    if not math.isfinite(bw_Bps) or bw_Bps <= 0:
-        raise InputError("read.bw_bytes", "must be > 0 (the job read nothing)", bw, source=where)
-    if block < 512 or depth < 1:
-        raise InputError("bs", "must be >= 512 B", block, source=where)
-    return FioPoint(source=where, block_B=block, queue_depth=depth, read_GBps=bw_Bps / 1e9)
+        jobs = _opt(job, glob, "numjobs")
+        depth *= _whole(1 if jobs is None else jobs, "numjobs", where)
+        field = "iodepth x numjobs"
+    if depth > queue_slots:
+        # UFSHCI holds one queue of 32 transfer requests (UFS 4.0 queue depth 32 per LUN): a deeper fio queue
+        # waits in the kernel, which the flash model does not price
+        raise InputError(field, f"must be <= the {queue_slots} queue slots of the base profile's UFS (reads "
+                         "beyond them wait in the kernel, not in the flash)", depth, source=where)
+    return depth
 
 
 def _whole(value: Any, field: str, where: str) -> int:
+    if isinstance(value, bool):
+        raise InputError(field, "must be a whole number >= 1, not a boolean", value, source=where)
     try:
-        n = int(str(value))
+        n = int(str(value).strip())
     except ValueError:
         raise InputError(field, "must be a whole number >= 1", value, source=where) from None
     if n < 1:
@@ -115,14 +173,21 @@ def _whole(value: Any, field: str, where: str) -> int:
     return n
 
 
-def parse_fio(text: str, path: str) -> list[FioPoint]:
-    """The read points of one fio JSON report (write and mixed jobs are left out)."""
+def parse_fio(text: str, path: str, queue_slots: int) -> list[FioPoint]:
+    """The read points of one fio JSON report (write and mixed jobs are left out); a job may keep at most
+    ``queue_slots`` reads in flight (the base profile's ``ufs.queue_slots_count``)."""
     start = text.find("{")          # fio may print notes before the JSON
     try:
         doc = json.loads(text[start:]) if start >= 0 else None
     except json.JSONDecodeError as exc:
         raise InputError(path, f"must be fio --output-format=json output ({exc.msg} at line {exc.lineno})",
                          show_value=False) from None
+    except RecursionError:
+        raise InputError(path, "must be fio --output-format=json output (its objects nest too deep for a log)",
+                         show_value=False) from None
+    except ValueError as exc:               # an integer of more than 4,300 digits
+        raise InputError(path, f"must be fio --output-format=json output ({exc})", show_value=False) from None
+    check_depth(doc, "fio JSON", source=path)
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
         raise InputError("jobs", "is required (fio --output-format=json output)", show_value=False, source=path)
     glob = doc.get("global options") or {}
@@ -130,7 +195,7 @@ def parse_fio(text: str, path: str) -> list[FioPoint]:
     for i, job in enumerate(doc["jobs"]):
         if not isinstance(job, dict):
             raise InputError(f"jobs[{i}]", "must be a fio job record", show_value=False, source=path)
-        point = _point(job, glob, f"{path}: jobs[{i}] ({job.get('jobname', '?')})")
+        point = _point(job, glob, f"{path}: jobs[{i}] ({job.get('jobname', '?')})", queue_slots)
         if point is not None:
             points.append(point)
     if not points:
@@ -138,44 +203,55 @@ def parse_fio(text: str, path: str) -> list[FioPoint]:
     return points
 
 
-def read_fio(path: str | Path) -> list[FioPoint]:
-    return parse_fio(_text(path, "fio JSON"), str(path))
-
-
-def _text(path: str | Path, what: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"must be a readable {what} file ({type(exc).__name__})",
-                         show_value=False) from None
+def read_fio(path: str | Path, queue_slots: int) -> list[FioPoint]:
+    return parse_fio(read_input_text(path, "--fio", "log"), str(path), queue_slots)
 
 
 def _optional_int(value: str | None, field: str, where: str) -> int | None:
     return None if value is None or not value.strip() else _whole(value, field, where)
 
 
+def _cell(rec: dict[str, Any], name: str, where: str) -> str:
+    value = rec.get(name)
+    if value is None or not value.strip():
+        raise InputError(name, "is required (a TTFT row has model,tokens,ttft_s)", show_value=False, source=where)
+    return str(value)
+
+
+def _ttft_point(rec: dict[str, Any], where: str) -> TTFTPoint:
+    text = _cell(rec, "ttft_s", where)
+    try:
+        ttft = float(text)
+    except (TypeError, ValueError):
+        raise InputError("ttft_s", "must be a number of seconds", text, source=where) from None
+    low, high = TTFT_S_RANGE
+    if not (math.isfinite(ttft) and ttft > 0):
+        raise InputError("ttft_s", "must be a finite number > 0", text, source=where)
+    if not low <= ttft <= high:
+        raise InputError("ttft_s", f"must be in [{low:g}, {high:g}] s (1 ms is less than reading one MoE layer's "
+                         "experts from flash; an hour is no phone's first token)", text, source=where)
+    tokens = _whole(_cell(rec, "tokens", where), "tokens", where)
+    if tokens > MAX_PROMPT_TOKENS:
+        raise InputError("tokens", f"must be <= {MAX_PROMPT_TOKENS:,} (the longest context of the models moesim "
+                         "prices, Llama 3.2's 128K)", tokens, source=where)
+    return TTFTPoint(source=where, model=_cell(rec, "model", where).strip(), tokens=tokens, ttft_s=ttft,
+                     group_size=_optional_int(rec.get("group_size"), "group_size", where),
+                     banks=_optional_int(rec.get("banks"), "banks", where), note=(rec.get("source") or "").strip())
+
+
 def read_ttft_log(path: str | Path) -> list[TTFTPoint]:
-    """The rows of a TTFT log (module docstring)."""
-    text = _text(path, "TTFT CSV")
+    """The rows of a TTFT log file (module docstring)."""
+    return parse_ttft_log(read_input_text(path, "--ttft", "log"), str(path))
+
+
+def parse_ttft_log(text: str, path: str) -> list[TTFTPoint]:
+    """The rows of a TTFT log's ``text`` (module docstring); at least one."""
     reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
     missing = [c for c in _TTFT_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
         raise InputError(", ".join(missing), "must be columns of the TTFT log (model,tokens,ttft_s[,group_size,"
                          "banks][,source])", show_value=False, source=str(path))
-    points = []
-    for number, rec in enumerate(reader, 2):
-        where = f"{path}: line {number}"
-        try:
-            ttft = float(rec["ttft_s"])
-        except (TypeError, ValueError):
-            raise InputError("ttft_s", "must be a number of seconds", rec["ttft_s"], source=where) from None
-        if not math.isfinite(ttft) or ttft <= 0:
-            raise InputError("ttft_s", "must be > 0", rec["ttft_s"], source=where)
-        points.append(TTFTPoint(source=where, model=(rec["model"] or "").strip(),
-                                tokens=_whole(rec["tokens"], "tokens", where), ttft_s=ttft,
-                                group_size=_optional_int(rec.get("group_size"), "group_size", where),
-                                banks=_optional_int(rec.get("banks"), "banks", where),
-                                note=(rec.get("source") or "").strip()))
+    points = [_ttft_point(rec, f"{path}: line {number}") for number, rec in enumerate(reader, 2)]
     if not points:
         raise InputError(str(path), "holds no TTFT rows", show_value=False)
     return points

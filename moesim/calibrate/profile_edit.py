@@ -16,6 +16,7 @@ import tomlkit
 
 from moesim.errors import InputError
 from moesim.files import write_text_atomic
+from moesim.inputs import read_input_text
 
 __all__ = ["set_profile_value"]
 
@@ -31,7 +32,7 @@ def _table(doc: tomlkit.TOMLDocument, dotted: str, path: Path) -> MutableMapping
 
 def set_profile_value(path: Path, section: str, key: str, value: float, note: str) -> None:
     """Set ``[section] key = value`` (a float) and ``[section.provenance] key = note``."""
-    doc = tomlkit.parse(path.read_text(encoding="utf-8"))
+    doc = tomlkit.parse(read_input_text(path, "--device", "config"))
     _table(doc, section, path)[key] = float(value)
     _table(doc, f"{section}.provenance", path)[key] = note
     text = tomlkit.dumps(doc)

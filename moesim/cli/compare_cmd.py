@@ -7,7 +7,7 @@ import click
 from moesim.cli.output import emit_json, emit_table, parse_int_list, writable_path
 from moesim.cli.prefill_cmd import page_cache_of, parse_overrides, protocol_options, warn_budget_above_device
 from moesim.config.base import field_default
-from moesim.config.prefill import COMPARE_DEFAULT_POLICIES, POLICY_NAMES, PrefillRun
+from moesim.config.prefill import POLICY_NAMES, PrefillRun
 from moesim.errors import InputError, MoesimError
 from moesim.progress import track
 
@@ -36,8 +36,8 @@ def _names(text: str | None) -> list[str] | None:
 @click.option("--tokens", default=str(field_default(PrefillRun, "tokens")), show_default=True, metavar="N1,N2,...",
               help="Prompt lengths.")
 @click.option("--policies", metavar="P1,P2,...",
-              help=f"Policies to compare, among {', '.join(POLICY_NAMES)} [default: "
-              f"{', '.join(COMPARE_DEFAULT_POLICIES)}]")
+              help=f"Policies to compare, among {', '.join(POLICY_NAMES)} [default: every policy the device's "
+              "profile prices; the header names any it left out and why]")
 @click.option("--baseline", metavar="POLICY",
               help="The policy the speedup, memory and energy ratios are taken against, or fastest-completed: at "
               "each prompt length the fastest of resident, cpu, gpu-resident and qnn-switch whose run fits the "
@@ -62,7 +62,7 @@ def compare(model: str, device: str, devices: str | None, tokens: str, policies:
     invalid --set, a budget that no policy fits); rows that cannot run beside rows that can are
     shown with their reason."""
     from moesim.plotting import check_figure_path
-    from moesim.report.compare import FASTEST_COMPLETED, compare_policies, default_baseline, global_failure, plot_plane
+    from moesim.report.compare import FASTEST_COMPLETED, comparison, default_baseline, global_failure, plot_plane
 
     if devices is not None:
         from moesim.cli.compare_devices import compare_devices_mode
@@ -75,19 +75,21 @@ def compare(model: str, device: str, devices: str | None, tokens: str, policies:
     lengths, chosen, what_if = parse_int_list(tokens, "--tokens"), _names(policies), parse_overrides(overrides)
     if plot:
         check_figure_path(plot, "--plot")
-    baseline = default_baseline(chosen or COMPARE_DEFAULT_POLICIES) if baseline is None else baseline
+    baseline = default_baseline(chosen or POLICY_NAMES) if baseline is None else baseline
     warn_budget_above_device(memory_budget_gib, device, what_if)
     show = False if quiet else None
     protocol = {"page_cache": page_cache_of(warm), "ttft_from": ttft_from}
-    rows = compare_policies(model, device, lengths, chosen, baseline, memory_budget_gib, what_if, seed,
-                            progress=lambda runs: track(runs, f"{runs[0].tokens} tokens", show), protocol=protocol)
+    result = comparison(model, device, lengths, chosen, baseline, memory_budget_gib, what_if, seed,
+                        progress=lambda runs: track(runs, f"{runs[0].tokens} tokens", show), protocol=protocol)
+    rows = result.rows
     failure = global_failure(rows)
     if failure is not None:
         raise MoesimError(failure)
     if plot:
         plot_plane(rows, plot, f"{model} on {device}")
     if as_json:
-        emit_json({"model": model, "device": device, "baseline": baseline, **protocol, "rows": rows})
+        emit_json({"model": model, "device": device, "baseline": baseline, **protocol, "rows": rows,
+                   "left_out": result.left_out})
         return
     cache = "warm page cache" if warm else "page cache dropped"
     origin = "process launch (load counted)" if ttft_from == "launch" else "the request (load not counted)"
@@ -98,6 +100,8 @@ def compare(model: str, device: str, devices: str | None, tokens: str, policies:
                    ", ".join(f"{n} tokens: {p}" for n, p in picked.items()) + ")")
     click.echo(f"{model} on {device}; speedup, memory and energy ratios against {against} (above 1 = better); "
                f"[90% interval]; {cache}, TTFT from {origin}")
+    if result.left_out:
+        click.echo(result.left_out_line())
     table = []
     for r in rows:
         if r["error"]:

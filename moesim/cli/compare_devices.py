@@ -8,6 +8,7 @@ import click
 
 from moesim.cli.output import emit_json, emit_table, parse_int_list
 from moesim.errors import InputError, MoesimError
+from moesim.inputs import check_input, exists
 from moesim.progress import track
 
 __all__ = ["compare_devices_mode"]
@@ -18,6 +19,17 @@ def _iv(value: float | None, interval: Any, digits: int) -> str:
         return "-"
     lo, hi = interval or (value, value)
     return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _check_device_files(names: list[str]) -> None:
+    """A device given by path must be a regular file (a FIFO is never waited on): refused under
+    ``--devices``, before any profile is loaded."""
+    from moesim.config.profiles import profile_names
+
+    bundled = set(profile_names())
+    for name in names:
+        if name not in bundled and (name.endswith(".toml") or exists(name)):
+            check_input(name, "--devices", "config")
 
 
 def compare_devices_mode(model: str, devices: str, tokens: str, policies: str | None, baseline: str | None,
@@ -33,6 +45,7 @@ def compare_devices_mode(model: str, devices: str, tokens: str, policies: str | 
     if plot is not None:
         raise InputError("--plot", "draws policies of one device; it is not available with --devices", plot)
     names = parse_devices(devices)
+    _check_device_files(names)
     chosen = [p.strip() for p in policies.split(",")] if policies else ["estream"]
     show = False if quiet else None
     rows = compare_devices(model, names, parse_int_list(tokens, "--tokens"), chosen, memory_budget_gib, overrides,

@@ -2,31 +2,29 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
-from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
-from moesim.cli.prefill_cmd import parse_overrides
+from moesim.cli.output import describe_routing, emit_json, emit_table, timeline_path, write_timeline
+from moesim.cli.prefill_cmd import FINITE, parse_overrides
 from moesim.config.base import field_choices, field_default
-from moesim.config.decode import (
-    DecodeRun,
-    parse_decode_predictor,
-)
+from moesim.config.decode import DecodeRun, ignored_option, parse_decode_predictor
 from moesim.config.loading import validate_data
 from moesim.config.specdecode import DraftTree, parse_routing
 from moesim.cost.uncertainty import budget_warning, interval_over_budget
 from moesim.errors import InputError, deprecated
-from moesim.files import write_json_atomic
 from moesim.progress import activity
 from moesim.results import DecodeMetrics
 from moesim.simulate.decode import simulate_decode
 
 __all__ = ["decode", "show_decode", "decode_run_data", "check_ignored_options"]
 
-#: options that only speculation reads
-_SPEC_ONLY = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature")
+#: the options the combination may ignore (config.decode.ignored_option), in the order they are checked
+_ORDER = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature", "predictor", "pinned_by",
+          "pinned_share", "read_grouping", "cache_GiB", "prefetch", "selector")
 #: options that --autoconfig chooses itself
 _CHOSEN = ("cache_GiB", "prefetch", "selector", "gamma")
 
@@ -56,21 +54,10 @@ def check_ignored_options(given: set[str], values: dict[str, Any]) -> None:
         if name in given and not 1 <= v.get(name, 1) <= 8:
             raise InputError(_flag(name), "must be an integer in 1..8 (draft-tree " +
                              ("steps)" if name == "depth" else "tokens kept per step)"), v.get(name))
-    for name in _SPEC_ONLY:
-        if name in given and v.get("selector") == "none":
-            raise InputError(_flag(name), "applies to speculative decoding only (it needs --selector confidence, "
-                             "ecospec or cache-aware)", v.get(name))
-    if "predictor" in given and v.get("prefetch") == "none" and v.get("selector") not in ("ecospec", "cache-aware"):
-        raise InputError("--predictor", "is read only by --prefetch next-layer and by --selector ecospec or "
-                         f"cache-aware (here prefetch {v.get('prefetch')}, selector {v.get('selector')})",
-                         v.get("predictor"))
-    for name in ("pinned_by", "pinned_share"):
-        if name in given and v.get("cache_policy") != "pinned":
-            raise InputError(_flag(name), f"applies to --cache-policy pinned only (here {v.get('cache_policy')})",
-                             v.get(name))
-    if "read_grouping" in given and v.get("read_group_size", 1) <= 1:
-        raise InputError("--read-grouping", "needs --read-group-size > 1 (one expert a read forms no groups)",
-                         v.get("read_grouping"))
+    for name in _ORDER:
+        why = ignored_option(name, v, _flag) if name in given else None
+        if why is not None:
+            raise InputError(_flag(name), why, v.get(name))
 
 
 def _choice(name: str) -> click.Choice[str]:
@@ -107,7 +94,7 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
 @click.option("--tokens", type=int, default=_default("tokens"), show_default=True, help="Tokens to generate.")
 @click.option("--context", type=int, default=_default("context"), show_default=True,
               help="Prompt tokens already in the KV cache.")
-@click.option("--cache-gib", "cache_GiB", type=float, help="DRAM for cached experts, at most all the model's experts "
+@click.option("--cache-gib", "cache_GiB", type=FINITE, help="DRAM for cached experts, at most all the model's experts "
               "[default: what the device's usable DRAM leaves after the resident weights, KV cache and runtime, "
               "up to all the experts].")
 @click.option("--cache-policy", type=_choice("cache_policy"), default=_default("cache_policy"), show_default=True,
@@ -115,7 +102,7 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
               "LRU; resident: all experts in DRAM (where they fit); mmap: llama.cpp-like page cache on the CPU.")
 @click.option("--pinned-by", type=_choice("pinned_by"), default=_default("pinned_by"), show_default=True,
               help="pinned: the hot set from the experts' co-activation graph, or by frequency alone.")
-@click.option("--pinned-share", type=float, default=_default("pinned_share"), show_default=True,
+@click.option("--pinned-share", type=FINITE, default=_default("pinned_share"), show_default=True,
               help="pinned: share of slots pinned.")
 @click.option("--prefetch", type=_choice("prefetch"), default=_default("prefetch"), show_default=True,
               help="next-layer: read the predicted experts of the next layer while this one computes.")
@@ -135,8 +122,8 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
 @click.option("--width", type=int, help=f"Tokens kept per draft step [default: {field_default(DraftTree, 'width')}].")
 @click.option("--draft-routing", metavar="KIND",
               help=f"Routing of non-true drafts [default: {_default('routing').kind}].")
-@click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance).")
-@click.option("--temperature", type=float, default=_default("temperature"), show_default=True,
+@click.option("--draft-mu", type=FINITE, help="The draft's mean top-1 logit (acceptance).")
+@click.option("--temperature", type=FINITE, default=_default("temperature"), show_default=True,
               help="Sampling temperature of speculative decoding: 0 (greedy) or 1.")
 @click.option("--predictor", metavar="KIND",
               help=f"oracle, learned or accuracy:P [default: {_default('predictor').kind}].")
@@ -152,9 +139,10 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
 @click.option("--seed", type=int, default=_default("seed"), show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
               help="Override one profile number (repeatable), e.g. ufs.peak_read_bw_GBps=2.0")
-@click.option("--timeline", type=click.Path(dir_okay=False), callback=writable_path,
-              help="Write a Chrome/Perfetto timeline (JSON).")
-@click.option("--memory-budget-gib", type=float, help="With --autoconfig: the DRAM the whole run may use "
+@click.option("--timeline", type=click.Path(dir_okay=False), callback=timeline_path,
+              help="Write a Chrome/Perfetto timeline (trace-event JSON); an existing file is replaced only if it "
+                   "is a moesim timeline.")
+@click.option("--memory-budget-gib", type=FINITE, help="With --autoconfig: the DRAM the whole run may use "
               "[default: the device's usable DRAM].")
 @click.option("--autoconfig", is_flag=True, help="Choose the cache policy (lru, lfu, pinned, and resident where it "
               "fits; only --cache-policy's if given) and size, prefetch and speculation (gamma) that maximise "
@@ -202,7 +190,7 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
     with activity(f"decode {run.model}, {run.tokens} tokens", show) as update:
         result = simulate_decode(run, progress=update)
     if timeline:
-        write_json_atomic(result.to_chrome_trace(), timeline)
+        write_timeline(result.to_chrome_trace(), timeline)
     show_decode(result.metrics, as_json)
 
 
@@ -220,14 +208,15 @@ def _autoconfig(run: DecodeRun, budget: float | None, autoconfig: bool, check: b
         budget = device.memory.usable_GiB
         said = f"note: memory budget: the {budget:g} GiB usable on {device.name} (no --memory-budget-gib given)"
     elif not 0 < budget < 1e6:
-        raise InputError("--memory-budget-gib", "must be > 0 GiB and < 1e6", budget)
+        raise InputError("--memory-budget-gib", "must be > 0 GiB and < 1e6" if math.isfinite(budget)
+                         else "must be a finite number (GiB)", budget)
     else:
         warn_budget_above_device(budget, run.device, run.overrides)
     policies = policies_for(run, budget, given_policy)
     choice = choose(run, budget, policies=policies)
     result = simulate_decode(choice.run)
     if timeline:
-        write_json_atomic(result.to_chrome_trace(), timeline)
+        write_timeline(result.to_chrome_trace(), timeline)
     checked: dict[str, Any] | None = None
     if check:
         rows = exhaustive(run, budget, policies)

@@ -11,10 +11,10 @@ from typing import Any
 import click
 
 from moesim.errors import InputError
-from moesim.files import check_writable
+from moesim.files import check_replaceable, check_writable, write_json_atomic
 
-__all__ = ["emit_json", "json_clean", "render_table", "emit_table", "fmt_num", "writable_path", "describe_routing",
-           "parse_int_list"]
+__all__ = ["emit_json", "json_clean", "render_table", "emit_table", "fmt_num", "writable_path", "timeline_path",
+           "write_timeline", "TIMELINE_SIGNATURE", "describe_routing", "parse_int_list"]
 
 
 def json_clean(obj: Any) -> Any:
@@ -74,8 +74,34 @@ def emit_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
 def writable_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """Click callback: refuse an output path that cannot be written, before any work starts."""
     if value is not None:
-        check_writable(value, param.opts[0] if param.opts else str(param.name))
+        check_writable(value, _flag(param))
     return value
+
+
+def _flag(param: click.Parameter) -> str:
+    return param.opts[0] if param.opts else str(param.name)
+
+
+#: how every timeline begins: ``results.chrome_trace``'s object as :func:`write_json_atomic`
+#: writes it (sorted keys, no spaces); an existing file that begins otherwise is not replaced
+TIMELINE_SIGNATURE = b'{"displayTimeUnit":"ms","traceEvents":['
+_TIMELINE = "a moesim timeline (Chrome trace-event JSON)"
+
+
+def timeline_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback of ``--timeline``: :func:`writable_path`, and an existing file is replaced
+    only when it is a timeline (or empty): a grid or a profile named by mistake is kept."""
+    if value is not None:
+        check_writable(value, _flag(param))
+        check_replaceable(value, _flag(param), TIMELINE_SIGNATURE, _TIMELINE)
+    return value
+
+
+def write_timeline(trace: dict[str, Any], path: str, flag: str = "--timeline") -> None:
+    """Write a Chrome trace (``result.to_chrome_trace()``) to ``path`` atomically, checking
+    again that whatever is there now (the run took a while) may be replaced."""
+    check_replaceable(path, flag, TIMELINE_SIGNATURE, _TIMELINE)
+    write_json_atomic(trace, path)
 
 
 def describe_routing(trace: dict[str, Any]) -> str:

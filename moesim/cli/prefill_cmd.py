@@ -8,19 +8,18 @@ from typing import Any
 
 import click
 
-from moesim.cli.output import describe_routing, emit_json, emit_table, writable_path
+from moesim.cli.output import describe_routing, emit_json, emit_table, timeline_path, write_timeline
 from moesim.config.base import field_choices, field_default
 from moesim.config.loading import validate_data
 from moesim.config.prefill import POLICY_NAMES, PREFETCH_POINTS, PrefillRun, build_policy, policy_options
 from moesim.config.profiles import phone_profile
 from moesim.cost.uncertainty import budget_warning
 from moesim.errors import InputError
-from moesim.files import write_json_atomic
 from moesim.progress import activity
 from moesim.results import PrefillMetrics
 from moesim.simulate.prefill import simulate_prefill
 
-__all__ = ["prefill", "show_prefill", "describe_protocol", "parse_overrides", "warn_budget_above_device",
+__all__ = ["prefill", "show_prefill", "describe_protocol", "parse_overrides", "FINITE", "warn_budget_above_device",
            "protocol_options", "page_cache_of"]
 
 def warn_budget_above_device(budget_GiB: float | None, device: str, overrides: dict[str, float]) -> None:
@@ -33,17 +32,53 @@ def warn_budget_above_device(budget_GiB: float | None, device: str, overrides: d
                    f"{device}; the device's memory, not the budget, limits this run", err=True)
 
 
+class FiniteFloat(click.types.FloatParamType):
+    """A float option that must be a finite number: ``nan`` and ``inf`` are refused as such when the
+    option is read, before a range or an applicability check could call ``nan`` something else."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = float(super().convert(value, param, ctx))
+        if not math.isfinite(number):
+            flags = [o for o in (param.opts if param is not None else []) if o.startswith("--")]
+            raise InputError(flags[0] if flags else "value", "must be a finite number", number)
+        return number
+
+
+#: the type of every float option of a run
+FINITE = FiniteFloat()
+
+
 def parse_overrides(items: tuple[str, ...]) -> dict[str, float]:
-    """``("ufs.effective_read_bw_GBps=3.0", ...)`` -> ``{"ufs.effective_read_bw_GBps": 3.0}``."""
+    """``("ufs.effective_read_bw_GBps=3.0", ...)`` -> ``{"ufs.effective_read_bw_GBps": 3.0}``.
+
+    Each item is ``SECTION.FIELD=NUMBER`` with a finite number (``nan`` and ``inf`` are no
+    device's numbers); which fields a profile lets ``--set`` change is checked when it is applied
+    (:func:`moesim.config.profiles.override_profile`: the numeric fields of its sections).
+
+    >>> parse_overrides(("ufs.peak_read_bw_GBps=2",))
+    {'ufs.peak_read_bw_GBps': 2.0}
+    >>> try:
+    ...     parse_overrides(("htp.arch=v99",))
+    ... except InputError as err:
+    ...     print(err.field, err.rule.split(" (")[0], err.value)
+    --set htp.arch must be a number v99
+    """
     out: dict[str, float] = {}
     for item in items:
         key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError("--set", "must be SECTION.FIELD=NUMBER", item)
         try:
-            if not sep:
-                raise ValueError
-            out[key.strip()] = float(value)
+            number = float(value)
         except ValueError:
-            raise InputError("--set", "must be SECTION.FIELD=NUMBER", item) from None
+            raise InputError(f"--set {key}", "must be a number (--set changes one numeric field of the device "
+                             "profile)", value.strip()) from None
+        if not math.isfinite(number):
+            raise InputError(f"--set {key}", "must be a finite number", number)
+        if key in out:
+            raise InputError(f"--set {key}", f"must be given once (here {out[key]:g} and {number:g})", item)
+        out[key] = number
     return out
 
 
@@ -85,13 +120,14 @@ def page_cache_of(warm: bool) -> str:
 @click.option("--banks", type=int, help=f"Banks in the arena ({_takes('banks')}).")
 @click.option("--queue-depth", type=int, help=f"Reads in flight ({_takes('queue_depth')}).")
 @click.option("--prefetch", type=click.Choice(PREFETCH_POINTS), help=f"{_takes('prefetch')} prefetch point.")
-@click.option("--memory-budget-gib", type=float, help="Peak-memory budget; the default rule fits B to it.")
+@click.option("--memory-budget-gib", type=FINITE, help="Peak-memory budget; the default rule fits B to it.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
               help="Override one profile number for a what-if (repeatable), e.g. ufs.effective_read_bw_GBps=3.0")
 @protocol_options
 @click.option("--seed", type=int, default=_default("seed"), show_default=True)
-@click.option("--timeline", type=click.Path(dir_okay=False), callback=writable_path,
-              help="Write a Chrome/Perfetto trace-event JSON.")
+@click.option("--timeline", type=click.Path(dir_okay=False), callback=timeline_path,
+              help="Write a Chrome/Perfetto timeline (trace-event JSON); an existing file is replaced only if it "
+                   "is a moesim timeline.")
 @click.option("--quiet", is_flag=True, help="No progress spinner (it is drawn only on a terminal anyway).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy: str, group_size: int | None,
@@ -111,7 +147,7 @@ def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy
     with activity(f"prefill {run.model}, {run.tokens} tokens", show=False if quiet else None):
         result = simulate_prefill(run)
     if timeline:
-        write_json_atomic(result.to_chrome_trace(), timeline)
+        write_timeline(result.to_chrome_trace(), timeline)
     show_prefill(result.metrics, as_json)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -12,8 +11,9 @@ from moesim.cli.output import json_clean
 from moesim.cli.prefill_cmd import show_prefill
 from moesim.cli.specdecode_cmd import show_specdecode
 from moesim.errors import InputError
+from moesim.inputs import parse_json, read_input
 from moesim.results import DecodeResult, PrefillResult
-from moesim.simulate.rerun import differences
+from moesim.simulate.rerun import describe_differences
 from moesim.simulate.rerun import rerun as rerun_result
 
 __all__ = ["rerun"]
@@ -28,12 +28,8 @@ def rerun(result_path: str, as_json: bool) -> None:
     Prints the result again; the host-clock fields (sim.wall_s, sim.steps_per_wall_s,
     config.selection_ms) aside, it is the saved result, or the command says which keys differ."""
     path = Path(result_path)
-    try:
-        saved = json.loads(path.read_bytes())
-    except OSError as exc:
-        raise InputError("RESULT.json", f"must be a readable file ({exc.strerror})", result_path) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError("RESULT.json", f"must be the JSON of a --json result ({exc})", result_path) from None
+    saved = parse_json(read_input(path, "RESULT.json", "result"), "RESULT.json", result_path,
+                       "the JSON of a --json result")
     result = rerun_result(saved, source=str(path))
     if isinstance(result, PrefillResult):
         show_prefill(result.metrics, as_json)
@@ -41,7 +37,7 @@ def rerun(result_path: str, as_json: bool) -> None:
         show_decode(result.metrics, as_json)
     else:
         show_specdecode(result.metrics, as_json)
-    diff = differences(saved, json_clean(result.to_dict()))
-    if diff:
-        shown = ", ".join(diff[:5]) + (f" and {len(diff) - 5} more" if len(diff) > 5 else "")
-        raise click.ClickException(f"the re-run differs from {path} in {shown}")
+    shown = describe_differences(saved, json_clean(result.to_dict()))
+    if shown:       # an edited result, or one saved by a moesim that computed otherwise
+        raise InputError("RESULT.json", f"must re-run to the saved result; it differs in {shown}", show_value=False,
+                         source=str(path))

@@ -29,7 +29,7 @@ from moesim.results import SpecDecodeMetrics
 from moesim.simulate.specdecode import gamma_sweep, simulate_specdecode
 
 __all__ = ["specdecode", "show_specdecode", "plot_sweep", "describe_predictor", "predictor_name",
-           "check_ignored_options"]
+           "describe_draft", "check_ignored_options"]
 
 _ROWS = (("mean_active_experts", "{:.3f}"), ("acceptance_length", "{:.3f}"), ("hbm_bytes_per_step", "{:,.0f}"),
          ("t_draft_s", "{:.4f}"), ("t_pred_s", "{:.4f}"), ("t_verify_s", "{:.4f}"), ("t_step_s", "{:.4f}"),
@@ -71,6 +71,15 @@ def describe_predictor(info: dict[str, Any], config: dict[str, Any]) -> str:
     return predictor_name(config) + used + source
 
 
+def describe_draft(draft: dict[str, Any], routing: dict[str, Any], source: str | None) -> str:
+    """The draft line: the draft's top-1 logit, the wrong drafts' routing and where the numbers the
+    run left out came from (``SpecDecodeRun.draft_source``; None: the run gave them)."""
+    drift = f" ({draft['depth_drift']:+g} per depth)" if draft["depth_drift"] else ""
+    arg = {"mixture": "context_free_share", "nearby": "window", "alternative": "layer_share"}.get(routing["kind"])
+    kind = routing["kind"] if arg is None else f"{routing['kind']}:{routing[arg]:g}"
+    return f"top-1 logit {draft['top1_logit_mean']:+.4f}{drift}, wrong drafts {kind} [{source or 'given'}]"
+
+
 def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
     """E and speedup against gamma, one line per selection rule (matplotlib, imported here)."""
     out = check_figure_path(path, "--plot")
@@ -110,7 +119,7 @@ def _default(name: str) -> Any:
               help="Tokens kept per draft step.")
 @click.option("--draft-routing", default=_default("routing").kind, show_default=True,
               help="Routing of non-true drafts: mixture[:SHARE], nearby[:W], request, trace, same-position, "
-              "alternative[:SHARE].")
+              "alternative[:SHARE]; mixture's SHARE defaults to the model's fitted draft, else the generic one.")
 @click.option("--epsilon", type=float, default=_default("epsilon"), show_default=True,
               help="Score epsilon: P / (cost + eps).")
 @click.option("--t-draft-ms", type=float, help="Draft time per step (default: published or estimated).")
@@ -124,8 +133,10 @@ def _default(name: str) -> Any:
               default=_default("drafter"), show_default=True,
               help="The draft: an EAGLE-3 tree, or the model's MTP module reused at every draft step (DeepSeek-V3.1: "
               "the same tree, 85-90% accepted at the first draft, decaying with depth as published).")
-@click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance): default, the value "
-              "fitted to gpt-oss-120b's alpha = 1.88 (with --draft mtp: the MTP module's, 2.640).")
+@click.option("--draft-mu", type=float, help="The draft's mean top-1 logit (acceptance): default, the model's "
+              "fitted draft (its catalog entry's eagle3_draft, fitted to its published alpha), else the generic "
+              "one, fitted to gpt-oss-120b's alpha = 1.88 (with --draft mtp: the MTP module's, 2.640); the output "
+              "names which.")
 @click.option("--temperature", type=float, default=_default("temperature"), show_default=True,
               help="Sampling temperature, 0 (greedy) or 1 (rejection sampling: acceptance from the model's "
               "published T=1/T=0 ratio).")
@@ -188,6 +199,7 @@ def show_specdecode(metrics: SpecDecodeMetrics, as_json: bool) -> None:
                f"batch {m['batch_size']}, T {m['temperature']:g}, tree "
                f"{cfg['tree']['depth']} x {cfg['tree']['width']}, draft routing {cfg['routing']['kind']}")
     click.echo(f"predictor: {describe_predictor(m['predictor'], cfg['predictor'])}")
+    click.echo(f"draft: {describe_draft(cfg['draft'], cfg['routing'], cfg['run'].get('draft_source'))}")
     if cfg["overrides"]:
         click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
     click.echo(f"{describe_routing(tr)}, {tr['decode_tokens']:,} decode tokens x {cfg['passes']} passes")
@@ -215,6 +227,7 @@ def _sweep(run: SpecDecodeRun, profile: GPUServerProfile, gammas: list[int], sel
     source = f" [{pred['source']}]" if pred["default"] else ""
     click.echo(f"{run.model} on {profile.name}: predictor {predictor_name(pred)}{source} "
                "(used by ecospec and global-cost above gamma 1)")
+    click.echo("draft: " + describe_draft(run.draft.model_dump(), run.routing.model_dump(), run.draft_source))
     emit_table(["selector", "gamma", "predictor", "E", "alpha", "t_verify_s", "tokens_per_s", "speedup"],
                [(r["selector"], r["gamma"], "-" if r["predictor"] is None else predictor_name(r["predictor_config"]),
                  f"{r['mean_active_experts']:.3f}", f"{r['acceptance_length']:.3f}",

@@ -175,10 +175,10 @@ def _where(items: tuple[str, ...]) -> dict[str, str]:
 def plot(results: str, kind: str, x: str | None, y: str | None, hue: str | None, where: tuple[str, ...],
          title: str | None, out: str, as_json: bool) -> None:
     """Plot sweep results: a metric against an input, or the latency-memory trade-off."""
+    from moesim.inputs import check_input
     from moesim.report.plot import plot_results, select_rows
 
-    if not Path(results).is_file():
-        raise InputError("RESULTS", "must name an existing Parquet file", results)
+    check_input(results, "RESULTS", "table")      # a regular file: a FIFO is never waited on
     try:
         frame = pd.read_parquet(results)
     except Exception as exc:  # pyarrow raises several types for a file that is not Parquet

@@ -11,13 +11,32 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Frozen", "field_choices", "field_default"]
+__all__ = ["Frozen", "Finite", "field_choices", "field_default"]
 
 
 class Frozen(BaseModel):
     """A pydantic model that forbids unknown fields (a typo is an error) and cannot be changed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Finite(Frozen):
+    """A :class:`Frozen` model whose every float must be finite: the settings of a run (its
+    options, policy, draft, routing). ``nan`` or ``inf`` given for any of them, on the command
+    line, in a grid or in a saved result, is refused as "must be a finite number" before a
+    range check could call it "less than or equal to 10".
+
+    >>> class Draft(Finite):
+    ...     mu: float = 0.0
+    >>> from pydantic import ValidationError
+    >>> try:
+    ...     Draft(mu=float("nan"))
+    ... except ValidationError as exc:
+    ...     print(exc.errors()[0]["msg"])
+    Input should be a finite number
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def field_choices(model: type[BaseModel], name: str) -> list[str]:

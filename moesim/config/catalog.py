@@ -12,6 +12,7 @@ from pathlib import Path
 from moesim.config.loading import check_own_name, read_toml, validate_data
 from moesim.config.model import ModelSpec
 from moesim.errors import InputError
+from moesim.inputs import exists, is_dir
 
 __all__ = ["CATALOG_DIR", "DEFAULT_MODEL", "DEFAULT_PHONE_DEVICE", "DEFAULT_GPU_MODEL", "DEFAULT_GPU_DEVICE",
            "DEFAULT_DECODE_MODEL", "model_names", "load_model", "list_models"]
@@ -35,7 +36,7 @@ def model_names() -> list[str]:
 
 
 def _read(path: Path) -> ModelSpec:
-    data = read_toml(path)
+    data = read_toml(path, "model")
     return validate_data(ModelSpec, data, source=str(path))
 
 
@@ -56,10 +57,10 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
     if text in model_names():
         return _bundled(text)
     path = Path(text)
-    if not text.strip() or path.is_dir():        # '' is the current folder to Path
+    if not text.strip() or is_dir(path):        # '' is the current folder to Path
         names = ", ".join(model_names())
         raise InputError("model", f"must name a catalog model ({names}) or a .toml file", text)
-    if path.suffix == ".toml" or path.exists():
+    if path.suffix == ".toml" or exists(path):
         model = _read(path)
         check_own_name(model.name, path, CATALOG_DIR, "model")
         return model

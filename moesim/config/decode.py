@@ -1,17 +1,22 @@
 """The phone decode run: an expert cache in DRAM, experts read from UFS on a miss.
 
-Checks that need the model or the device (the cache against the DRAM, resident against the
-model's size) happen when the run is resolved, with the same one-line errors.
+Checks that need the device (the cache against the DRAM, resident against the model's size)
+happen when the run is resolved, with the same one-line errors; the run's size against what a
+decode may simulate (:func:`moesim.limits.decode_size_rule`) is checked with the run, its
+model read from the catalog. Which options a run reads (:func:`ignored_option`) is one rule for
+``moesim decode`` and a decode grid.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-from moesim.config.base import Frozen
-from moesim.config.catalog import DEFAULT_DECODE_MODEL, DEFAULT_PHONE_DEVICE
+from moesim.config.base import Finite
+from moesim.config.catalog import DEFAULT_DECODE_MODEL, DEFAULT_PHONE_DEVICE, load_model
 from moesim.config.specdecode import (
     DraftAccuracy,
     DraftRouting,
@@ -20,10 +25,12 @@ from moesim.config.specdecode import (
     Temperature,
     check_temperature,
 )
-from moesim.errors import InputError, deprecated
+from moesim.errors import InputError, MoesimError, deprecated
+from moesim.limits import MAX_DECODE_SLOTS, decode_size_rule
 
 __all__ = ["CachePolicy", "CACHE_POLICY_NAMES", "DecodeSelector", "DECODE_SELECTOR_NAMES", "DecodePrefetch",
-           "DECODE_PREFETCH_NAMES", "DecodePredictor", "DecodeRun", "parse_decode_predictor"]
+           "DECODE_PREFETCH_NAMES", "DecodePredictor", "DecodeRun", "parse_decode_predictor", "OPTIONS_DEPEND_ON",
+           "ignored_option"]
 
 #: ``none``: every routed expert is read from UFS; ``lru``/``lfu``: a cache of ``cache_GiB``;
 #: ``pinned``: a static hot set chosen offline from the trace, the rest LRU; ``resident``: all
@@ -39,7 +46,7 @@ DecodePrefetch = Literal["none", "next-layer"]
 DECODE_PREFETCH_NAMES: tuple[str, ...] = get_args(DecodePrefetch)
 
 
-class DecodePredictor(Frozen):
+class DecodePredictor(Finite):
     """What names the experts a token will use before its router runs: used by ``next-layer``
     prefetch (the next layer's experts) and by the cost-aware selection rules (a draft's).
 
@@ -66,12 +73,14 @@ class DecodePredictor(Frozen):
         return self
 
 
-class DecodeRun(Frozen):
+class DecodeRun(Finite):
     """Everything one phone decode simulation needs."""
 
     model: str = DEFAULT_DECODE_MODEL
     device: str = DEFAULT_PHONE_DEVICE
-    tokens: Annotated[int, Field(gt=0, le=100_000)] = Field(128, description="tokens to generate")
+    tokens: Annotated[int, Field(gt=0, le=MAX_DECODE_SLOTS)] = Field(
+        128, description="tokens to generate; with warmup_tokens at most moesim.limits.MAX_DECODE_SLOTS routed "
+                         "expert slots (tokens x MoE layers x top-k): 4,096 tokens of mixtral-8x7b")
     context: Annotated[int, Field(ge=0, le=1_000_000)] = Field(512, description="prompt tokens already in the KV cache")
     cache_GiB: Annotated[float, Field(ge=0.0, le=1e4, allow_inf_nan=False)] | None = Field(
         None, description="DRAM for cached experts; None = what the device's usable DRAM leaves")
@@ -102,7 +111,7 @@ class DecodeRun(Frozen):
     queue_depth: PositiveInt | None = Field(None, description="UFS reads in flight; None = the profile's default")
     trace: str | None = Field(None, description="canonical trace file; None = the model's default source")
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
-    warmup_tokens: Annotated[int, Field(ge=0, le=100_000)] = Field(
+    warmup_tokens: Annotated[int, Field(ge=0, le=MAX_DECODE_SLOTS)] = Field(
         0, description="tokens decoded before measuring (cache warm-up)")
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")
@@ -138,6 +147,56 @@ class DecodeRun(Frozen):
         if self.cache_policy == "mmap" and self.backend == "npu":
             raise ValueError("cache_policy 'mmap' runs on the CPU (llama.cpp-like); backend must be 'cpu'")
         return self
+
+    @field_validator("tokens", "warmup_tokens")
+    @classmethod
+    def _simulable_size(cls, value: int, info: ValidationInfo) -> int:
+        """Refused before the first event: a decode of more routed slots than a run may simulate
+        (:func:`moesim.limits.decode_size_rule`; an unknown model is refused when the run is resolved)."""
+        if info.field_name == "warmup_tokens" and ("tokens" not in info.data or not value):
+            return value
+        try:
+            model = load_model(info.data.get("model", DEFAULT_DECODE_MODEL))
+        except MoesimError:
+            return value
+        decoded = info.data["tokens"] if info.field_name == "warmup_tokens" else None
+        rule = decode_size_rule(value, model.name, model.num_moe_layers, model.moe.top_k, decoded)
+        if rule is not None:
+            raise PydanticCustomError("decode_size", rule)
+        return value
+
+
+#: the run fields that decide whether an option is read (what :func:`ignored_option` looks at)
+OPTIONS_DEPEND_ON = ("selector", "prefetch", "cache_policy", "read_group_size")
+#: options that only speculation reads (the draft tree as depth and width, the draft as draft_mu)
+_SPECULATIVE = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature")
+_COST_AWARE = ("ecospec", "cache-aware")
+
+
+def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], str] = str) -> str | None:
+    """Why a decode run with ``values`` (fields by name; DecodeRun's defaults for those missing)
+    does not read option ``name``, or None where it does: the one rule behind ``moesim decode``'s
+    refusal of an option the run would ignore and a decode grid's of an axis that would run the
+    same point for each of its values. ``flag`` spells a field as the caller's user wrote it.
+
+    >>> ignored_option("pinned_share", {"cache_policy": "lru"})
+    'applies to cache_policy pinned only (here lru)'
+    >>> ignored_option("gamma", {"selector": "ecospec"}) is None
+    True
+    """
+    v = {k: DecodeRun.model_fields[k].default for k in OPTIONS_DEPEND_ON} | dict(values)
+    if name in _SPECULATIVE and v["selector"] == "none":
+        return f"applies to speculative decoding only (it needs {flag('selector')} confidence, ecospec or cache-aware)"
+    if name == "epsilon" and v["selector"] not in _COST_AWARE:
+        return f"is read only by {flag('selector')} ecospec or cache-aware (here {v['selector']})"
+    if name == "predictor" and v["prefetch"] == "none" and v["selector"] not in _COST_AWARE:
+        return (f"is read only by {flag('prefetch')} next-layer and by {flag('selector')} ecospec or cache-aware "
+                f"(here prefetch {v['prefetch']}, selector {v['selector']})")
+    if name in ("pinned_by", "pinned_share") and v["cache_policy"] != "pinned":
+        return f"applies to {flag('cache_policy')} pinned only (here {v['cache_policy']})"
+    if name == "read_grouping" and v["read_group_size"] <= 1:
+        return f"needs {flag('read_group_size')} > 1 (one expert a read forms no groups)"
+    return None
 
 
 def parse_decode_predictor(text: str) -> dict[str, object]:

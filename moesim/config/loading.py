@@ -6,7 +6,6 @@ e.g. ``my.toml: ufs.read_bw_GBps must be > 0, got -1.0``.
 
 from __future__ import annotations
 
-import tomllib
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,6 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from moesim.errors import InputError
+from moesim.inputs import exists, parse_toml, read_input
 
 __all__ = ["read_toml", "validate_data", "validate_union", "input_error_from", "check_own_name", "file_ref"]
 
@@ -118,22 +118,17 @@ def validate_union(adapter: TypeAdapter[T], data: dict[str, Any], source: str | 
         raise input_error_from(exc, source, data) from None
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; a missing file or a syntax error becomes an InputError."""
+def read_toml(path: Path, field: str = "path") -> dict[str, Any]:
+    """Parse a TOML file (``field`` names where the path came from: ``device``, ``model``);
+    a missing, unreadable or special file (a FIFO, a device), one over the size cap of a
+    configuration, a syntax error or nesting too deep becomes an InputError (:mod:`moesim.inputs`)."""
+    data = read_input(path, field, "config")
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise InputError("path", "must name an existing file", str(path)) from None
-    except IsADirectoryError:
-        raise InputError("path", "must be a file, not a directory", str(path)) from None
-    except PermissionError:
-        raise InputError("path", "must be readable", str(path)) from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError("TOML", f"must be UTF-8 text (byte {exc.start} is not)", show_value=False,
                          source=str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError("TOML", f"is malformed ({exc})", show_value=False, source=str(path)) from None
+    return parse_toml(text, "TOML", source=str(path))
 
 
 def check_own_name(name: str, path: Path, bundled: Path, what: str) -> None:
@@ -152,4 +147,4 @@ def file_ref(text: str, bundled: list[str]) -> str:
     if text in bundled:
         return text
     path = Path(text)
-    return str(path.resolve()) if path.suffix == ".toml" or path.exists() else text
+    return str(path.resolve()) if path.suffix == ".toml" or exists(path) else text

@@ -19,7 +19,7 @@ from moesim.config.formats import WeightFormat, storage_format, tensor_bytes
 
 __all__ = [
     "TensorClass", "Tensor", "GQAttention", "MLAttention", "MoEShape", "ModelSpec",
-    "WeightRecipe", "RECIPES",
+    "WeightRecipe", "RECIPES", "FittedDraft",
 ]
 
 
@@ -190,6 +190,19 @@ RECIPES: dict[str, WeightRecipe] = {
 }
 
 
+class FittedDraft(Frozen):
+    """The EAGLE-3 draft fitted to this model's published speculative-decoding figures: what a
+    speculative run of the model uses when it gives no draft (docs/specdecode.md, "Draft-accuracy
+    model"). Bounds as in ``moesim.config.specdecode``."""
+
+    top1_logit_mean: float = Field(ge=-10.0, le=10.0, description="the draft's mean top-1 logit "
+                                   "(DraftAccuracy.top1_logit_mean), fitted to the published acceptance length")
+    context_free_share: float = Field(ge=0.0, le=1.0, description="the share of wrong drafts routed like a token "
+                                      "of the whole trace (MixtureRouting), fitted to the published E")
+    source: str = Field(min_length=8, description="what the draft was fitted to and the validation file "
+                        "that writes the fit")
+
+
 class ModelSpec(Frozen):
     """An MoE transformer: shape, checkpoint formats and where the numbers came from."""
 
@@ -211,6 +224,10 @@ class ModelSpec(Frozen):
     attention: GQAttention | MLAttention = Field(discriminator="kind")
     moe: MoEShape
     native_formats: WeightRecipe
+    # not in the model's dumps: what hashes a model (the synthetic routing's fit key) hashes its shape
+    eagle3_draft: FittedDraft | None = Field(
+        None, exclude=True, description="the EAGLE-3 draft fitted to the model's published alpha and E; None = no "
+                                        "fit (a speculative run uses the generic draft, gpt-oss-120b's)")
     notes: str = ""
 
     @model_validator(mode="after")

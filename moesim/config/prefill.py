@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import Field, PositiveInt
 
-from moesim.config.base import Frozen
+from moesim.config.base import Finite, Frozen
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
 from moesim.errors import InputError
 
@@ -33,7 +33,7 @@ PageCache = Literal["cold", "warm"]
 TTFTFrom = Literal["request", "launch"]
 
 
-class EStreamPolicy(Frozen):
+class EStreamPolicy(Finite):
     """Expert streaming through B banks of G experts with Q reads in flight."""
 
     kind: Literal["estream"] = "estream"
@@ -43,27 +43,27 @@ class EStreamPolicy(Frozen):
     prefetch: Prefetch = Field("non-ffn", description="when a layer's reads may start")
 
 
-class ResidentPolicy(Frozen):
+class ResidentPolicy(Finite):
     """All experts resident in DRAM; the NPU never waits for I/O."""
 
     kind: Literal["resident"] = "resident"
 
 
-class NaivePolicy(Frozen):
+class NaivePolicy(Finite):
     """Load a group, then compute it: one buffer, no overlap."""
 
     kind: Literal["naive"] = "naive"
     group_size: PositiveInt = 1
 
 
-class LayerB2Policy(Frozen):
+class LayerB2Policy(Finite):
     """Two layer-sized buffers: the next layer's experts load while this one computes."""
 
     kind: Literal["layer-b2"] = "layer-b2"
     queue_depth: PositiveInt | None = None
 
 
-class CPUPolicy(Frozen):
+class CPUPolicy(Finite):
     """llama.cpp-like execution on the CPU cores with all weights resident."""
 
     kind: Literal["cpu"] = "cpu"
@@ -74,14 +74,14 @@ class CPUPolicy(Frozen):
                           "on ARM: issues #16761, #19578); false: --no-mmap, or PR #24156's --reclaim-mmap-source")
 
 
-class MmapPolicy(Frozen):
+class MmapPolicy(Finite):
     """llama.cpp-like CPU execution with experts demand-paged from a memory-mapped file."""
 
     kind: Literal["mmap"] = "mmap"
     ubatch_tokens: PositiveInt = Field(512, description="prompt tokens per forward (llama.cpp n_ubatch)")
 
 
-class GPUResidentPolicy(Frozen):
+class GPUResidentPolicy(Finite):
     """Baseline: every weight resident in DRAM, the prompt in micro-batches on the mobile GPU
     (llama.cpp's OpenCL backend on Adreno; the profile's ``[adreno]`` section)."""
 
@@ -89,7 +89,7 @@ class GPUResidentPolicy(Frozen):
     ubatch_tokens: PositiveInt = Field(512, description="prompt tokens per forward (llama.cpp n_ubatch)")
 
 
-class QNNSwitchPolicy(Frozen):
+class QNNSwitchPolicy(Finite):
     """Baseline: QNN on the HTP with precompiled static graphs: the prompt in fixed-size graph
     passes, every expert computed on every token of a pass, the model split into context binaries
     that are switched in when a pass needs one that is not loaded (the profile's ``[qnn]`` section)."""
@@ -163,7 +163,7 @@ def build_policy(kind: str, options: Mapping[str, Any], *, strict: bool = True) 
     return policy
 
 
-class PrefillRun(Frozen):
+class PrefillRun(Finite):
     """Everything one prefill simulation needs, fully resolved names included; the defaults are
     those of ``moesim prefill`` (and of a prefill grid), so that each exists once."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import typing
 from functools import cache
 from pathlib import Path
@@ -18,12 +19,15 @@ from pydantic import TypeAdapter
 from moesim.config.base import Frozen
 from moesim.config.device import DeviceProfile, GPUServerProfile, HostProfile, MobileNPUProfile
 from moesim.config.loading import check_own_name, read_toml, validate_union
-from moesim.errors import InputError
+from moesim.config.sections import Section, numeric_fields
+from moesim.errors import InputError, format_value
 from moesim.files import atomic_path
+from moesim.inputs import exists, is_dir
 from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["profile_dir", "profile_names", "load_profile", "load_profile_of", "list_profiles", "profile_hash",
-           "override_profile", "write_profile", "AnyProfile", "phone_profile", "gpu_profile"]
+           "override_profile", "check_override_key", "settable_fields", "write_profile", "AnyProfile",
+           "phone_profile", "gpu_profile"]
 
 AnyProfile = MobileNPUProfile | GPUServerProfile | HostProfile
 _ADAPTER: TypeAdapter[AnyProfile] = TypeAdapter(DeviceProfile)
@@ -75,7 +79,7 @@ def _check_units(data: dict[str, Any], source: str, prefix: str = "") -> None:
 
 
 def _read(path: Path) -> AnyProfile:
-    data = read_toml(path)
+    data = read_toml(path, "device")
     _check_sections(data, str(path))
     _check_units(data, str(path))
     if "kind" not in data:
@@ -97,10 +101,10 @@ def load_profile(name_or_path: str | Path) -> AnyProfile:
     if text in profile_names():
         return _bundled(text)
     path = Path(text)
-    if not text.strip() or path.is_dir():        # '' is the current folder to Path
+    if not text.strip() or is_dir(path):        # '' is the current folder to Path
         names = ", ".join(profile_names())
         raise InputError("device", f"must name a bundled profile ({names}) or a .toml file", text)
-    if path.suffix == ".toml" or path.exists():
+    if path.suffix == ".toml" or exists(path):
         profile = _read(path)
         check_own_name(profile.name, path, profile_dir(), "profile")
         return profile
@@ -184,30 +188,109 @@ def _scale_flash(profile: AnyProfile, values: dict[str, float]) -> dict[str, flo
     return scaled
 
 
+def _sections(profile: AnyProfile) -> dict[str, Section]:
+    return {name: sec for name in type(profile).model_fields if isinstance(sec := getattr(profile, name), Section)}
+
+
+def settable_fields(section: Section) -> list[str]:
+    """The fields of ``section`` a what-if may set: its numbers, one value each (a list of numbers,
+    a name, a switch or the provenance table is not one number)."""
+    fields = type(section).model_fields
+    return [n for n in numeric_fields(type(section)) if "list" not in str(fields[n].annotation)]
+
+
+def _range_of(section: Section, field: str) -> str | None:
+    """The ``[low, high]`` list field that holds the range of ``field`` (``ufs_read_W`` ->
+    ``ufs_read_range_W``), if the section has one."""
+    unit = unit_of(field)
+    name = f"{field[: -len(unit)]}_range{unit}" if unit else ""
+    return name if name in type(section).model_fields else None
+
+
+def _what_it_is(section: Section, name: str, field: str) -> str:
+    """What a field that is not one number is, for the refusal of a what-if that sets it."""
+    if field == "provenance":
+        return f"is the source notes of [{name}] (text), not a number"
+    annotation = str(type(section).model_fields[field].annotation)
+    nominal = next((f for f in settable_fields(section) if _range_of(section, f) == field), None)
+    if nominal is not None:
+        return (f"is the [low, high] range of {name}.{nominal} (a list), not one number: set {name}.{nominal} and "
+                "the range widens to hold it")
+    if "list" in annotation:
+        return "is a list of numbers, not one number"
+    if "bool" in annotation:
+        return "is a switch (true or false), not a number"
+    if "dict" in annotation:
+        return "is a table, not a number"
+    return "is a name (text), not a number"
+
+
+def check_override_key(profile: AnyProfile, dotted: str, where: str | None = None) -> None:
+    """Refuse a what-if key that is not ``SECTION.FIELD`` of one number of ``profile``, naming what
+    the field is and the fields of its section that can be set (``where``: how the key is named to
+    the user; ``--set <key>`` by default)."""
+    where = where or f"--set {dotted}"
+    sections = _sections(profile)
+    section, _, field = dotted.partition(".")
+    if not section or not field or "." in field or section not in sections:
+        inside = f"{section}: {', '.join(settable_fields(sections[section]))}" if section in sections and field \
+            else f"sections: {', '.join(sections)}"
+        raise InputError("overrides (--set)" if where.startswith("--set") else where,
+                         f"must name SECTION.FIELD of the profile, got {format_value(dotted)} (one number of the "
+                         f"{profile.kind} profile {profile.name}; {inside})", show_value=False)
+    sec = sections[section]
+    names = ", ".join(settable_fields(sec))
+    if field not in type(sec).model_fields:
+        raise InputError(where, f"is not a field of the profile's [{section}] (its numbers: {names})",
+                         show_value=False)
+    if field not in settable_fields(sec):
+        raise InputError(where, f"cannot be set: it {_what_it_is(sec, section, field)}; a what-if (--set, a "
+                         f"grid's SECTION.FIELD) sets one number ([{section}]: {names})", show_value=False)
+
+
+def _widen_ranges(profile: AnyProfile, data: dict[str, Any], values: dict[str, float], note: str) -> None:
+    """A number set outside the ``[low, high]`` range beside it (``power.ufs_read_W`` and
+    ``power.ufs_read_range_W``) widens the range to hold it; a number inside leaves it as measured."""
+    sections = _sections(profile)
+    for dotted, value in values.items():
+        name, _, field = dotted.partition(".")
+        rng = _range_of(sections[name], field)
+        if rng is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        low, high = data[name][rng]
+        if not low <= value <= high:
+            data[name][rng] = [min(low, value), max(high, value)]
+            data[name]["provenance"][rng] = f"assumed: {note} (the range widened to hold {dotted} = {value:g})"
+
+
 def override_profile(profile: AnyProfile, values: dict[str, float], note: str = "what-if override") -> AnyProfile:
     """A copy of ``profile`` with ``{"section.field": value}`` set and validated again.
 
-    Each overridden number gets the provenance ``"assumed: <note>"`` unless a note of kind
-    ``fitted`` is already there (calibration trials keep their note).
+    Only a number can be set (:func:`settable_fields`): a name, a switch, a list or the
+    provenance table is refused with what it is (:func:`check_override_key`). Each overridden
+    number gets the provenance ``"assumed: <note>"`` unless a note of kind ``fitted`` is
+    already there (calibration trials keep their note).
 
     One override scales the flash: setting ``ufs.peak_read_bw_GBps`` alone scales every UFS
     read rate derived from it (effective, random 512 KiB and 4 KiB) and the measured range of
     the large read (``read_bw_low_GBps`` / ``_high_``) by the same ratio, unless those are
     overridden too (a faster or slower part of the same kind); ``ufs.effective_read_bw_GBps``
-    alone carries the range with it.
+    alone carries the range with it. A number that has a ``[low, high]`` range beside it (the
+    power figures: ``power.ufs_read_W`` and ``power.ufs_read_range_W``) keeps the measured range
+    when set inside it, and widens it to hold a value set outside (the range is what the sources
+    allow; the what-if is one more value to allow).
     """
+    for dotted in values:
+        check_override_key(profile, dotted)
     values = _scale_flash(profile, values)
     data = profile.model_dump(mode="python")
     for dotted, value in values.items():
         section, _, field = dotted.partition(".")
-        if section not in data or not isinstance(data[section], dict) or not field:
-            raise InputError("overrides (--set)", "must name SECTION.FIELD of the profile", dotted)
-        if field not in data[section]:
-            raise InputError(f"{section}.{field}", "is not a field of the profile", value, show_value=False)
         data[section][field] = value
         old = data[section]["provenance"].get(field, "")
         if not old.startswith("fitted") or "pending" in old:
             data[section]["provenance"][field] = f"assumed: {note}"
+    _widen_ranges(profile, data, values, note)
     return validate_union(_ADAPTER, data, source=f"{profile.name} with overrides")
 
 

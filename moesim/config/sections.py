@@ -10,6 +10,7 @@ calls :meth:`Section.require`, which raises
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from typing import Any
@@ -110,6 +111,8 @@ class Section(Frozen):
             for v in values:
                 if isinstance(v, bool):
                     raise ValueError(f"{name} must be a number, not a boolean, got {v}")
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise ValueError(f"{name} must be a finite number, got {v}")
                 if isinstance(v, (int, float)) and not (abs(v) <= _MAX_MAGNITUDE):
                     raise ValueError(f"{name} must be a finite number of at most {_MAX_MAGNITUDE:g}, got {v}")
                 bound = UNIT_BOUNDS.get(unit_of(name) or "")

@@ -9,13 +9,15 @@ are the values fitted to the published EAGLE-3 figures on gpt-oss-120b
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
 
-from moesim.config.base import Frozen
-from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL
-from moesim.errors import InputError
+from moesim.config.base import Finite
+from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL, load_model
+from moesim.config.model import FittedDraft
+from moesim.errors import InputError, MoesimError
 
 __all__ = ["SELECTORS", "Selector", "Temperature", "check_temperature", "DraftTree", "DraftAccuracy",
            "NearbyRouting", "RequestRouting", "TraceRouting", "SamePositionRouting", "MixtureRouting",
@@ -24,7 +26,7 @@ __all__ = ["SELECTORS", "Selector", "Temperature", "check_temperature", "DraftTr
            "parse_routing", "FITTED_TOP1_LOGIT", "FITTED_CONTEXT_FREE_SHARE", "MTP_TOP1_LOGIT", "MTP_ACCEPTANCE",
            "MTP_MODELS", "MTP_DEPTH_DRIFT", "MTP_CHAIN_TAU", "MTP_MAX_DEPTH", "mtp_draft",
            "PUBLISHED_PREDICTOR_ACCURACY",
-           "FALLBACK_PREDICTOR_ACCURACY", "default_predictor"]
+           "FALLBACK_PREDICTOR_ACCURACY", "default_predictor", "fitted_draft", "OPTIONS_DEPEND_ON", "ignored_option"]
 
 #: The draft selection rules (moesim.policies.specdecode.select): which tree nodes are verified.
 Selector = Literal["confidence", "ecospec", "global-cost"]
@@ -66,7 +68,7 @@ def check_temperature(value: float) -> float:
     return value
 
 
-class DraftTree(Frozen):
+class DraftTree(Finite):
     """Draft tree shape: ``depth`` draft steps; at each step the ``width`` most probable
     nodes of the previous depth are expanded into their top-``width`` tokens."""
 
@@ -83,7 +85,7 @@ class DraftTree(Frozen):
         return total
 
 
-class DraftAccuracy(Frozen):
+class DraftAccuracy(Finite):
     """How good the draft is (docs/specdecode.md, "draft-accuracy model").
 
     At an expanded node of depth ``d - 1`` the draft's top-1 confidence is
@@ -111,7 +113,7 @@ def mtp_draft(top1_logit_mean: float = MTP_TOP1_LOGIT) -> DraftAccuracy:
     return DraftAccuracy(top1_logit_mean=top1_logit_mean, depth_drift=MTP_DEPTH_DRIFT)
 
 
-class NearbyRouting(Frozen):
+class NearbyRouting(Finite):
     """A non-true draft at position ``i`` routes like a token drawn uniformly from
     ``i - window .. i + window`` of the same request (``i`` itself excluded)."""
 
@@ -119,25 +121,25 @@ class NearbyRouting(Frozen):
     window: PositiveInt = 8
 
 
-class RequestRouting(Frozen):
+class RequestRouting(Finite):
     """... like a token drawn uniformly from the same request (segment)."""
 
     kind: Literal["request"] = "request"
 
 
-class TraceRouting(Frozen):
+class TraceRouting(Finite):
     """... like a token drawn uniformly from the whole trace (no context locality)."""
 
     kind: Literal["trace"] = "trace"
 
 
-class SamePositionRouting(Frozen):
+class SamePositionRouting(Finite):
     """... exactly like the true token at its position (the optimistic bound)."""
 
     kind: Literal["same-position"] = "same-position"
 
 
-class MixtureRouting(Frozen):
+class MixtureRouting(Finite):
     """With probability ``context_free_share`` like :class:`TraceRouting`, else like
     :class:`NearbyRouting` with ``window`` (the fitted default)."""
 
@@ -146,7 +148,7 @@ class MixtureRouting(Frozen):
     window: PositiveInt = 8
 
 
-class AlternativeRouting(Frozen):
+class AlternativeRouting(Finite):
     """A non-true draft is an alternative continuation of the same prefix: at each MoE layer it
     routes like the true token at its position with probability ``layer_share`` (the shared
     context drives that layer's router), else like a token drawn from the whole trace."""
@@ -159,13 +161,13 @@ DraftRouting = Annotated[NearbyRouting | RequestRouting | TraceRouting | SamePos
                          | AlternativeRouting, Field(discriminator="kind")]
 
 
-class OraclePredictor(Frozen):
+class OraclePredictor(Finite):
     """Predicts every token's experts exactly."""
 
     kind: Literal["oracle"] = "oracle"
 
 
-class AccuracyPredictor(Frozen):
+class AccuracyPredictor(Finite):
     """Recovers each of a token's true top-k experts with probability ``fraction``; the
     others are replaced by experts drawn by that layer's popularity in the trace."""
 
@@ -173,7 +175,7 @@ class AccuracyPredictor(Frozen):
     fraction: Annotated[float, Field(ge=0.0, le=1.0, description="fraction of the true top-k recovered")]
 
 
-class LearnedPredictor(Frozen):
+class LearnedPredictor(Finite):
     """A count-based model (previous tokens' and previous layer's experts, token ids when
     the trace has them) trained on the other folds of the trace (cross-fitting)."""
 
@@ -209,7 +211,32 @@ def default_predictor(model: str, real_trace: bool) -> tuple[LearnedPredictor | 
             f"(no real trace and no published figure for {model})")
 
 
-class SpecDecodeRun(Frozen):
+def _catalog_draft(model: str) -> tuple[str, FittedDraft] | None:
+    try:
+        spec = load_model(model)
+    except MoesimError:   # an unknown model is refused when the run is simulated, not here
+        return None
+    return None if spec.eagle3_draft is None else (spec.name, spec.eagle3_draft)
+
+
+def fitted_draft(model: str) -> tuple[float, float, str]:
+    """The EAGLE-3 draft of a run of ``model`` that gives none: its top-1 logit, the mixture share of
+    its wrong drafts and where they come from. The catalog model's ``eagle3_draft`` (fitted to its
+    published alpha and E), else the generic draft: the default model's fit (:data:`FITTED_TOP1_LOGIT`,
+    :data:`FITTED_CONTEXT_FREE_SHARE`).
+
+    >>> fitted_draft("qwen3-235b-a22b")[:2], fitted_draft("olmoe-1b-7b")[2].split(":")[0]
+    ((0.8479, 0.9423), 'generic default (no draft fitted for olmoe-1b-7b)')
+    """
+    own = _catalog_draft(model)
+    if own is not None:
+        return own[1].top1_logit_mean, own[1].context_free_share, f"{own[0]}'s draft, fitted to {own[1].source}"
+    generic = _catalog_draft(DEFAULT_GPU_MODEL)
+    where = "" if generic is None else f": {generic[0]}'s draft, fitted to {generic[1].source}"
+    return FITTED_TOP1_LOGIT, FITTED_CONTEXT_FREE_SHARE, f"generic default (no draft fitted for {model}){where}"
+
+
+class SpecDecodeRun(Finite):
     """Everything one speculative-decoding simulation needs."""
 
     model: str = DEFAULT_GPU_MODEL
@@ -241,6 +268,30 @@ class SpecDecodeRun(Frozen):
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")
+    draft_source: str | None = Field(
+        None, description="where the draft numbers the run left out came from (the model's fitted draft or the "
+                          "generic one: fitted_draft), set when the run is built; None = the run gave them")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_draft(cls, data: Any) -> Any:
+        """A run that leaves out the EAGLE-3 draft's accuracy, or the mixture share of its wrong drafts'
+        routing (no routing, or mixture without a share), gets its model's (:func:`fitted_draft`)."""
+        if not isinstance(data, dict) or "draft_source" in data:
+            return data
+        given, routing = data.get("draft"), data.get("routing")
+        draft = data.get("drafter", "eagle3") == "eagle3" and (
+            given is None or (isinstance(given, dict) and "top1_logit_mean" not in given))
+        share = routing is None or (isinstance(routing, dict) and routing.get("kind") == "mixture"
+                                    and "context_free_share" not in routing)
+        if not (draft or share):
+            return data
+        model = data.get("model", DEFAULT_GPU_MODEL)
+        mu, cf, source = fitted_draft(model if isinstance(model, str) else DEFAULT_GPU_MODEL)
+        parts = "" if draft and share else "top-1 logit: " if draft else "mixture share: "
+        return {**data, **({"draft": {**(given or {}), "top1_logit_mean": mu}} if draft else {}),
+                **({"routing": {"kind": "mixture", **(routing or {}), "context_free_share": cf}} if share else {}),
+                "draft_source": parts + source}
 
     @model_validator(mode="after")
     def _measured_temperature(self) -> SpecDecodeRun:
@@ -273,6 +324,28 @@ class SpecDecodeRun(Frozen):
             raise ValueError(f"gamma must be <= the {self.tree.n_nodes} nodes of a {self.tree.depth} x "
                              f"{self.tree.width} draft tree, got {self.gamma}")
         return self
+
+
+#: the run fields that decide whether an option is read (what :func:`ignored_option` looks at)
+OPTIONS_DEPEND_ON = ("selector", "gamma")
+
+
+def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], str] = str) -> str | None:
+    """Why a speculative-decoding run with ``values`` (fields by name; SpecDecodeRun's defaults for
+    those missing) does not read option ``name``, or None where it does: the expert predictor, its
+    time and epsilon are read by the cost-aware rules only, the draft and predictor times not at
+    gamma 1 (it verifies no draft). A grid refuses an option that no point reads.
+
+    >>> ignored_option("epsilon", {"selector": "confidence"}, lambda n: "--" + n)
+    'is read only by the cost-aware rules (--selector ecospec or global-cost), not by confidence selection'
+    """
+    v = {k: SpecDecodeRun.model_fields[k].default for k in OPTIONS_DEPEND_ON} | dict(values)
+    if name in ("predictor", "epsilon", "t_pred_ms") and v["selector"] == "confidence":
+        return f"is read only by the cost-aware rules ({flag('selector')} ecospec or global-cost), not by confidence " \
+               "selection"
+    if name in ("t_draft_ms", "t_pred_ms") and v["gamma"] == 1:
+        return "needs gamma > 1 (gamma 1 verifies no draft)"
+    return None
 
 
 def parse_predictor(text: str) -> dict[str, object]:

@@ -16,19 +16,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from moesim.config.catalog import load_model
 from moesim.config.loading import validate_data
-from moesim.config.prefill import COMPARE_DEFAULT_POLICIES, POLICY_NAMES, PrefillRun, build_policy
+from moesim.config.prefill import POLICY_NAMES, PrefillRun, build_policy
 from moesim.config.profiles import phone_profile
-from moesim.errors import InputError, MoesimError
+from moesim.errors import InputError, MoesimError, NotFittedError
 from moesim.plotting import pyplot, save_figure
 from moesim.simulate.prefill import simulate_prefill
 
-__all__ = ["COLUMNS", "FASTEST_COMPLETED", "NON_OFFLOADING", "compare_policies", "plot_plane", "bound_of",
-           "default_baseline", "global_failure", "prefill_row"]
+__all__ = ["COLUMNS", "FASTEST_COMPLETED", "NON_OFFLOADING", "Comparison", "comparison", "compare_policies",
+           "plot_plane", "bound_of", "default_baseline", "global_failure", "prefill_row"]
 
 #: ``--baseline`` that takes, at each prompt length, the fastest non-offloading policy whose run
 #: fits the device's memory: the reference of the EStream paper's headline ratios ("faster than
@@ -58,11 +59,22 @@ def bound_of(m: dict[str, Any]) -> str:
     return f"compute ({compute:.0%} busy)"
 
 
-def _row(run: PrefillRun) -> dict[str, Any]:
+def _unpriced(exc: MoesimError) -> bool:
+    """The error says that the device's profile does not price the policy: a number it needs is
+    pending a fit, or the profile has no section for it (gpu-resident's [adreno], qnn-switch's [qnn])."""
+    return isinstance(exc, NotFittedError) or (isinstance(exc, InputError) and exc.field == "policy")
+
+
+def _attempt(run: PrefillRun) -> tuple[dict[str, Any], bool]:
+    """The row of ``run``, and whether it failed because the profile does not price its policy."""
     try:
         m = simulate_prefill(run).to_dict()
     except MoesimError as exc:
-        return {"tokens": run.tokens, "policy": run.policy.kind, "error": str(exc)}
+        return {"tokens": run.tokens, "policy": run.policy.kind, "error": str(exc)}, _unpriced(exc)
+    return _metrics_row(run, m), False
+
+
+def _metrics_row(run: PrefillRun, m: dict[str, Any]) -> dict[str, Any]:
     cfg = m["config"]
     return {"tokens": run.tokens, "policy": run.policy.kind, "ttft_s": m["ttft_s"],
             "ttft_s_interval": m["ttft_s_interval"], "load_s": m["load_s"], "tokens_per_s": m["tokens_per_s"],
@@ -76,7 +88,7 @@ def _row(run: PrefillRun) -> dict[str, Any]:
 
 def prefill_row(run: PrefillRun) -> dict[str, Any]:
     """One row of the table: the run's metrics, or its one-line error (``moesim compare --devices`` too)."""
-    return _row(run)
+    return _attempt(run)[0]
 
 
 def default_baseline(policies: Sequence[str]) -> str:
@@ -119,19 +131,51 @@ def global_failure(rows: Sequence[dict[str, Any]]) -> str | None:
     return "no policy can run: " + "; ".join(f"{rule} ({', '.join(kinds)})" for rule, kinds in reasons.items())
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """The rows of :func:`comparison`, and the policies a default comparison left out: policy -> why
+    (the device's profile does not price it; empty when the policies were named)."""
+
+    rows: list[dict[str, Any]]
+    left_out: dict[str, str]
+
+    def left_out_line(self) -> str:
+        """The header line naming the policies left out, those with the same reason together.
+
+        >>> Comparison([], {"cpu": "x pending", "mmap": "x pending", "qnn-switch": "no [qnn]"}).left_out_line()
+        'left out, not priced by the profile: cpu, mmap (x pending); qnn-switch (no [qnn])'
+        """
+        reasons: dict[str, list[str]] = {}
+        for policy, why in self.left_out.items():
+            reasons.setdefault(why, []).append(policy)
+        return "left out, not priced by the profile: " + "; ".join(
+            f"{', '.join(names)} ({why})" for why, names in reasons.items())
+
+
 def compare_policies(model: str, device: str, tokens: Sequence[int], policies: Sequence[str] | None = None,
                      baseline: str | None = None, memory_budget_GiB: float | None = None,
                      overrides: dict[str, float] | None = None, seed: int = 0,
                      progress: Callable[[list[PrefillRun]], Iterable[PrefillRun]] | None = None, *,
                      protocol: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """Rows of every (prompt length, policy); ``baseline`` must be one of ``policies`` (default:
-    :func:`default_baseline`) or :data:`FASTEST_COMPLETED`; ``progress`` wraps each prompt length's
-    runs, e.g. to draw a bar;
+    """The rows of :func:`comparison` (what it left out aside)."""
+    return comparison(model, device, tokens, policies, baseline, memory_budget_GiB, overrides, seed, progress,
+                   protocol=protocol).rows
+
+
+def comparison(model: str, device: str, tokens: Sequence[int], policies: Sequence[str] | None = None,
+               baseline: str | None = None, memory_budget_GiB: float | None = None,
+               overrides: dict[str, float] | None = None, seed: int = 0,
+               progress: Callable[[list[PrefillRun]], Iterable[PrefillRun]] | None = None, *,
+               protocol: dict[str, str] | None = None) -> Comparison:
+    """Rows of every (prompt length, policy); ``policies`` default: every policy the device's
+    profile prices (the others are left out, each with its reason); ``baseline`` must be one of
+    the policies (default: :func:`default_baseline`) or :data:`FASTEST_COMPLETED`; ``progress``
+    wraps each prompt length's runs, e.g. to draw a bar;
     ``protocol``: PrefillRun's ``page_cache`` and ``ttft_from`` for every row (default: the run's).
 
     The model, the device with the overrides and every run are checked before the first row
     runs: an error that every policy would meet is raised, not written into every row."""
-    chosen = list(policies or COMPARE_DEFAULT_POLICIES)
+    chosen = list(policies or POLICY_NAMES)
     for name in chosen:
         if name not in POLICY_NAMES:
             raise InputError("--policies", f"must be among {', '.join(POLICY_NAMES)}", name)
@@ -149,9 +193,11 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
                                          "policy": build_policy(p, {}), "memory_budget_GiB": memory_budget_GiB,
                                          "overrides": overrides or {}, **(protocol or {})})
               for p in chosen] for n in tokens]
+    attempts = [[_attempt(r) for r in (progress(runs) if progress else runs)] for runs in plans]
+    left_out = {} if policies else _left_out(attempts, baseline)
     rows = []
-    for runs in plans:
-        block = [_row(r) for r in (progress(runs) if progress else runs)]
+    for tried in attempts:
+        block = [r for r, _ in tried if r["policy"] not in left_out]
         base = _reference(block, baseline)
         for r in block:
             r["baseline"] = None if base is None else base["policy"]
@@ -162,7 +208,18 @@ def compare_policies(model: str, device: str, tokens: Sequence[int], policies: S
             r["memory_ratio"] = base["peak_memory_GiB"] / r["peak_memory_GiB"]
             r["energy_ratio"] = base["energy_j"] / r["energy_j"] if r["energy_j"] and base["energy_j"] else None
         rows += block
-    return rows
+    return Comparison(rows=rows, left_out=left_out)
+
+
+def _left_out(attempts: list[list[tuple[dict[str, Any], bool]]], baseline: str) -> dict[str, str]:
+    """The policies of a default comparison that the profile does not price (policy -> the first
+    such error), unless that would leave out the named baseline or every policy."""
+    out: dict[str, str] = {}
+    for row, unpriced in (a for tried in attempts for a in tried):
+        if unpriced:
+            out.setdefault(row["policy"], row["error"])
+    every = {row["policy"] for tried in attempts for row, _ in tried}
+    return {} if baseline in out or set(out) == every else out
 
 
 def _reference(block: list[dict[str, Any]], baseline: str) -> dict[str, Any] | None:

@@ -12,16 +12,21 @@ from collections.abc import Mapping
 
 from moesim.config.loading import validate_data
 from moesim.config.profiles import profile_hash
-from moesim.errors import InputError
+from moesim.errors import InputError, format_value
 from moesim.results import HOST_CLOCK_FIELDS, DecodeResult, PrefillResult, SpecDecodeResult, flatten_metrics
 from moesim.simulate import WORKLOADS
 
-__all__ = ["rerun", "differences"]
+__all__ = ["rerun", "differences", "describe_differences"]
 
 
 def _config(saved: object, source: str) -> tuple[dict[str, object], dict[str, object]]:
     """The saved result's ``config`` and ``config.run``, checked for what a re-run reads."""
-    config = saved.get("config") if isinstance(saved, dict) else None
+    if not isinstance(saved, dict):
+        kind = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(saved),
+                                                                                                  "a number")
+        raise InputError("RESULT.json", f"must be a JSON object (the --json output of moesim prefill, decode or "
+                         f"specdecode), not {kind}", show_value=False, source=source)
+    config = saved.get("config")
     run = config.get("run") if isinstance(config, dict) else None
     if not isinstance(config, dict) or not isinstance(run, dict):
         raise InputError("config.run", "is required: save the result with --json (moesim prefill/specdecode)",
@@ -44,11 +49,22 @@ def rerun(saved: object, source: str = "result") -> PrefillResult | SpecDecodeRe
     result = workload.simulate(run)
     now = result.metrics.config.trace
     saved_trace = config.get("trace")
-    if now.model_dump(mode="json") != saved_trace:
-        raise InputError("config.trace", f"must be the routing this machine resolves for the run; it resolves "
-                         f"{now.source} (synthetic: {now.synthetic})",
-                         saved_trace.get("source") if isinstance(saved_trace, dict) else None, source=source)
+    resolved = now.model_dump(mode="json")
+    if resolved != saved_trace:
+        raise InputError(*_trace_difference(resolved, saved_trace), show_value=False, source=source)
     return result
+
+
+def _trace_difference(resolved: dict[str, object], saved: object) -> tuple[str, str]:
+    """(field, rule) naming the first key of the routing that differs, with both values."""
+    if not isinstance(saved, dict):
+        return "config.trace", f"must be the routing this machine resolves for the run ({resolved['source']}), got " \
+                               f"{format_value(saved)}"
+    now, then = flatten_metrics(resolved), flatten_metrics(saved)
+    key = next(k for k in sorted(now.keys() | then.keys()) if now.get(k) != then.get(k))
+    return ("config.trace", f"must be the routing this machine resolves for the run: its {key} is "
+            f"{format_value(now.get(key), 120)} here, {format_value(then.get(key), 120)} in the result (its run or the "
+            "trace changed since it was saved)")
 
 
 def _check_profile(rebuilt: str, config: dict[str, object], device: object, source: str) -> None:
@@ -87,3 +103,24 @@ def differences(saved: Mapping[str, object], new: Mapping[str, object]) -> list[
             a[key] = "learned"
     b = flatten_metrics(new)
     return sorted(k for k in a.keys() | b.keys() if k not in HOST_CLOCK_FIELDS and a.get(k) != b.get(k))
+
+
+def describe_differences(saved: Mapping[str, object], new: Mapping[str, object], limit: int = 5) -> str:
+    """What :func:`differences` found, with both values: ``ttft_s (123.0 in the result, 0.2637 on
+    the re-run)``, the first ``limit`` keys and how many more ('' when nothing differs).
+
+    >>> describe_differences({"ttft_s": 123.0, "sim": {"wall_s": 1.0}}, {"ttft_s": 0.2637, "sim": {"wall_s": 2.0}})
+    'ttft_s (123.0 in the result, 0.2637 on the re-run)'
+    """
+    keys = differences(saved, new)
+    config = saved.get("config")
+    workload = config.get("workload") if isinstance(config, dict) else None
+    a = {_renamed(k, workload): v for k, v in flatten_metrics(saved).items()}
+    b = flatten_metrics(new)
+
+    def shown(table: Mapping[str, object], key: str) -> str:
+        return format_value(table[key], 60) if key in table else "absent"
+
+    parts = [f"{k} ({shown(a, k)} in the result, {shown(b, k)} on the re-run)" for k in keys[:limit]]
+    more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
+    return ", ".join(parts) + more

@@ -13,16 +13,23 @@ points without expanding them; :func:`estimate_s` times one point.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from moesim.config.base import field_default
+from moesim.config.decode import OPTIONS_DEPEND_ON as DECODE_DEPENDS
+from moesim.config.decode import ignored_option as decode_ignored_option
 from moesim.config.prefill import PrefillRun, policy_options
+from moesim.config.specdecode import OPTIONS_DEPEND_ON as SPEC_DEPENDS
+from moesim.config.specdecode import ignored_option as spec_ignored_option
 from moesim.errors import InputError, format_value
 
-__all__ = ["grid_size", "check_values", "check_policy_options", "policy_option_notes", "estimate_s", "describe_s"]
+__all__ = ["grid_size", "check_values", "check_policy_options", "policy_option_notes", "check_option_rules",
+           "option_rule_notes", "estimate_s", "describe_s"]
 
 #: error fields (as the run's checks name them) that are spelled otherwise in a grid
 _ALIASES = {"draft_routing": "routing", "overrides": None}
@@ -58,7 +65,10 @@ def _where(name: str | None, fixed: dict[str, Any], axes: dict[str, list[Any]], 
 
 
 def _field_name(field: str) -> str | None:
-    name = field.lstrip("-").replace("-", "_").split(".")[0].split("[")[0]
+    """The run field an error names: its field, or the first word of a validator's sentence
+    (``tokens must be <= 4,096 for ...``)."""
+    words = field.split()
+    name = (words[0] if words else "").lstrip("-").replace("-", "_").split(".")[0].split("[")[0]
     return _ALIASES.get(name, name)
 
 
@@ -120,6 +130,57 @@ def policy_option_notes(workload: str, fixed: dict[str, Any], axes: dict[str, li
         if skip:
             notes.append(f"{option} applies to policy {', '.join(sorted(takes[option]))}; the points of policy "
                          f"{', '.join(skip)} run without it")
+    return notes
+
+
+Rule = Callable[[str, Mapping[str, Any]], "str | None"]
+
+
+def _rule(workload: str) -> tuple[Rule, tuple[str, ...]] | None:
+    """The workload's rule of which options a run reads, and the fields it looks at (the CLI's)."""
+    if workload == "decode":
+        return decode_ignored_option, DECODE_DEPENDS
+    if workload == "specdecode":
+        return spec_ignored_option, SPEC_DEPENDS
+    return None
+
+
+def _ignoring(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]
+              ) -> list[tuple[str, list[tuple[dict[str, Any], str]], bool]]:
+    """Each option the grid sets that some of its points do not read -> (the settings of those
+    points that decide it, with the reason; whether no point reads it). The settings are the
+    product of the deciding fields' values only, so a large grid costs no more than a small one."""
+    found = _rule(workload)
+    if found is None:
+        return []
+    why, depends = found
+    controls = {c: axes[c] if c in axes else [fixed[c]] for c in depends if c in axes or c in fixed}
+    combos = [dict(zip(controls, values)) for values in itertools.product(*controls.values())]
+    out = []
+    for name in [*fixed, *axes]:
+        reasons = [(combo, reason) for combo in combos if (reason := why(name, combo)) is not None]
+        if reasons:
+            out.append((name, reasons, len(reasons) == len(combos)))
+    return out
+
+
+def check_option_rules(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
+    """An option that no point of the grid reads (``gamma`` without a selector, ``pinned_share``
+    with LRU) is refused, as the CLI refuses it: every value of it would run the same points."""
+    for name, reasons, none in _ignoring(workload, fixed, axes):
+        if none:
+            where, value = (f"axes.{name}", axes[name]) if name in axes else (f"fixed.{name}", fixed[name])
+            raise InputError(where, f"{reasons[0][1]}, and no point of the grid reads it (each value would run the "
+                             "same points)", value, source=source)
+
+
+def option_rule_notes(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]) -> list[str]:
+    """One line per option that some points of the grid do not read (they run without it)."""
+    notes = []
+    for name, reasons, none in _ignoring(workload, fixed, axes):
+        if not none:
+            which = dict.fromkeys(", ".join(f"{k} {v}" for k, v in combo.items() if k in axes) for combo, _ in reasons)
+            notes.append(f"{name} {reasons[0][1]}; the points of {'; '.join(w for w in which if w)} run without it")
     return notes
 
 

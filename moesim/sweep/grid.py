@@ -25,7 +25,15 @@ from moesim.config.prefill import POLICY_MODELS, PageCache, PolicyName, PrefillR
 from moesim.config.profiles import load_profile, override_profile
 from moesim.config.specdecode import DraftTree, Selector, SpecDecodeRun
 from moesim.errors import InputError, deprecated
-from moesim.sweep.check import check_policy_options, check_values, grid_size, policy_option_notes
+from moesim.sweep.check import (
+    check_option_rules,
+    check_policy_options,
+    check_values,
+    grid_size,
+    option_rule_notes,
+    policy_option_notes,
+)
+from moesim.sweep.values import check_duplicates, check_kinds, check_override_names, check_override_values
 
 __all__ = ["WORKLOADS", "PrefillParams", "SpecDecodeParams", "DecodeParams", "Point", "Grid", "GridTooLarge",
            "parse_grid", "load_grid",
@@ -174,9 +182,11 @@ class Grid:
         return list(self.fixed) + list(self.axes)
 
     def ignored_options(self) -> list[str]:
-        """One line per policy option of the grid that some of its policies do not take (those
-        points run without it, as ``moesim prefill`` would refuse it): what the CLI prints once."""
-        return policy_option_notes(self.workload, self.fixed, self.axes)
+        """One line per option of the grid that some of its points do not read: a policy option
+        some policies do not take, a decode or specdecode option some settings ignore (those points
+        run without it, as the CLI would refuse it): what the CLI prints once."""
+        return (policy_option_notes(self.workload, self.fixed, self.axes)
+                + option_rule_notes(self.workload, self.fixed, self.axes))
 
 
 class GridTooLarge(InputError):
@@ -198,23 +208,14 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _split(section: str, table: Any, source: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(plain parameters, dotted device overrides) of one section."""
+    """(plain parameters, dotted device overrides) of one section (the overrides' names and values
+    are checked once the device is known: :mod:`moesim.sweep.values`)."""
     if not isinstance(table, dict):
         raise InputError(section, "must be a table", table, source=source)
     flat = _flatten(table)
     plain = {k: v for k, v in flat.items() if "." not in k}
     overrides = {k: v for k, v in flat.items() if "." in k}
-    for key, value in overrides.items():
-        values = value if section == "axes" and isinstance(value, list) else [value]
-        for i, item in enumerate(values):
-            if not _number(item):
-                where = f"{section}.{key}" + (f"[{i}]" if section == "axes" else "")
-                raise InputError(where, "must be a number (a device profile override)", item, source=source)
     return plain, overrides
 
 
@@ -238,12 +239,9 @@ def _renamed_decode(data: dict[str, Any], fixed: dict[str, Any], axes: dict[str,
     return out
 
 
-def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | None = None) -> Grid:
-    """Validate grid data (a parsed TOML document) and expand it into points.
-
-    Every value is checked before anything runs (:func:`moesim.sweep.check.check_values`); a grid
-    of over :data:`MAX_GRID_POINTS` points is refused before it is expanded, and one of over
-    ``max_points`` raises :class:`GridTooLarge`."""
+def _tables(data: dict[str, Any], source: str) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any],
+                                                        dict[str, Any], dict[str, Any]]:
+    """(workload, plain fixed, fixed overrides, plain axes, axis overrides, data with old names renamed)."""
     unknown = sorted(set(data) - {"fixed", "axes"})
     if unknown:
         raise InputError(unknown[0], "is not a known table (use [fixed] and [axes])", show_value=False, source=source)
@@ -261,24 +259,43 @@ def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | Non
             raise InputError(f"axes.{name}", "must be a list of values", values, source=source)
         if not values:
             raise InputError(f"axes.{name}", "must be a non-empty list", values, source=source)
+    return workload, fixed, fixed_over, axes, axes_over, data
+
+
+def _check_grid(workload: str, fixed: dict[str, Any], fixed_over: dict[str, Any], axes: dict[str, Any],
+                axes_over: dict[str, Any], all_axes: dict[str, list[Any]], source: str) -> None:
+    """Every check of the values, in the order a reader would fix them: each value's kind, the
+    parameters' names and ranges, duplicates, the device overrides, one run built for every value,
+    then options that no point reads (:mod:`moesim.sweep.values`, :mod:`moesim.sweep.check`)."""
     _no_booleans(fixed, axes, source)
-    for name, values in {**axes, **axes_over}.items():
-        seen = [json.dumps(v, sort_keys=True) for v in values]
-        dup = next((v for i, v in enumerate(values) if seen[i] in seen[:i]), None)
-        if len(set(seen)) != len(seen):
-            raise InputError(f"axes.{name}", "must not list a value twice (every point would run twice)", dup,
-                             source=source)
+    params_model = WORKLOADS[workload]
+    check_kinds(params_model, fixed, axes, source)
     both = sorted((set(fixed) | set(fixed_over)) & (set(axes) | set(axes_over)))
     if both:
         raise InputError(both[0], "is both in [fixed] and in [axes]", show_value=False, source=source)
-    params_model = WORKLOADS[workload]
-    validate_data(create_model("Grid", __config__=ConfigDict(extra="forbid"), fixed=(params_model, ...),
-                               axes=(_AXES[workload], ...)), {"fixed": fixed, "axes": axes}, source=source)
+    checked = validate_data(create_model("Grid", __config__=ConfigDict(extra="forbid"), fixed=(params_model, ...),
+                                         axes=(_AXES[workload], ...)), {"fixed": fixed, "axes": axes}, source=source)
+    normal = checked.model_dump()["axes"]
+    check_duplicates(workload, {name: normal[name] for name in axes}, axes, source)
     all_fixed = {**fixed, **fixed_over}
-    all_axes: dict[str, list[Any]] = _flatten(data.get("axes", {}))
     _check_names(workload, all_fixed, all_axes, source)
+    check_override_values(fixed_over, axes_over, source)
+    check_duplicates(workload, {k: [float(x) for x in v] for k, v in axes_over.items()}, axes_over, source)
     check_policy_options(workload, all_fixed, all_axes, source)
     check_values(workload, all_fixed, all_axes, source)
+    check_option_rules(workload, all_fixed, all_axes, source)
+
+
+def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | None = None) -> Grid:
+    """Validate grid data (a parsed TOML document) and expand it into points.
+
+    Every value is checked before anything runs (:func:`_check_grid`); a grid of over
+    :data:`MAX_GRID_POINTS` points is refused before it is expanded, and one of over
+    ``max_points`` raises :class:`GridTooLarge`."""
+    workload, fixed, fixed_over, axes, axes_over, data = _tables(data, source)
+    all_fixed = {**fixed, **fixed_over}
+    all_axes: dict[str, list[Any]] = _flatten(data.get("axes", {}))
+    _check_grid(workload, fixed, fixed_over, axes, axes_over, all_axes, source)
     size = grid_size(all_axes)
     if size > MAX_GRID_POINTS:
         raise InputError("grid", f"has {size:,} points, more than the {MAX_GRID_POINTS:,} a sweep can expand "
@@ -345,19 +362,14 @@ def _check_names(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]
         except InputError as exc:
             where = f"axes.model[{i}]" if "model" in axes else "fixed.model"
             raise InputError(where, f"is not a known model ({exc})", model, source=source) from None
-    overrides = [k for k in [*fixed, *axes] if "." in k]
     for device in _values("device", fixed, axes, defaults["device"].default):
         try:
             profile = load_profile(device)
         except InputError as exc:
             raise InputError("device", f"is not a known device ({exc})", device, source=source) from None
-        data = profile.model_dump()
-        for key in overrides:
-            section, _, field = key.partition(".")
-            if not isinstance(data.get(section), dict) or field not in data[section]:
-                raise InputError(key, f"is not a field of the {device} profile", show_value=False, source=source)
+        check_override_names(profile, fixed, axes, source)
 
 
 def load_grid(path: str | Path, max_points: int | None = None) -> Grid:
     """Read and validate a grid TOML file (``max_points``: see :func:`parse_grid`)."""
-    return parse_grid(read_toml(Path(path)), source=str(path), max_points=max_points)
+    return parse_grid(read_toml(Path(path), "GRID.toml"), source=str(path), max_points=max_points)

@@ -19,6 +19,7 @@ import pandas as pd
 
 from moesim.errors import InputError, MoesimError
 from moesim.files import atomic_path, write_json_atomic, write_text_atomic
+from moesim.inputs import exists, is_dir, is_regular, parse_json, read_input
 from moesim.sweep.grid import Grid
 
 __all__ = ["PartStore", "PartsLost", "parts_dir", "WALL_CLOCK_COLUMNS", "consolidate"]
@@ -51,13 +52,16 @@ class PartStore:
 
     def _refuse_other_grid_results(self) -> None:
         """An existing output of a *different* grid is not overwritten (the same grid's is)."""
-        if not self.out.exists():
+        if not is_regular(self.out):      # nothing there (or a special file, which the writer refuses)
             return
         try:
             hashes = pd.read_parquet(self.out, columns=["grid.hash"])["grid.hash"].dropna().unique().tolist()
         except Exception:          # not a sweep's Parquet (or unreadable): not ours to overwrite
-            hashes = ["?"]
-        if hashes and hashes != [self.grid.hash]:
+            hashes = []
+        if not hashes:
+            raise InputError("-o", "is not a moesim sweep result (no Parquet table with a grid.hash column): choose "
+                             "another file or delete it first", str(self.out))
+        if hashes != [self.grid.hash]:
             raise InputError("-o", f"holds the results of another grid (grid.hash {hashes[0]}, this grid "
                              f"{self.grid.hash}); choose another file or delete it first", str(self.out))
 
@@ -65,6 +69,9 @@ class PartStore:
         """Create (or, with ``resume``, reopen) the folder; return the indices already done."""
         manifest = self.dir / _MANIFEST
         self._refuse_other_grid_results()
+        if exists(self.dir) and not is_dir(self.dir):
+            raise InputError("-o", f"keeps its parts in the folder {self.dir}, and something that is not a folder "
+                             "is in the way: move it, or choose another output", str(self.out))
         if self.dir.exists() and not resume and self.done():
             raise InputError("--resume", f"is needed: {self.dir} holds {len(self.done())} finished points of an "
                              "unfinished sweep (resume it, or delete the folder to start again)", show_value=False)
@@ -122,17 +129,24 @@ class PartStore:
 
 def _read_json(path: Path) -> dict[str, Any]:
     """A part or the manifest; one that is not moesim's JSON (edited or damaged by hand: moesim
-    writes them whole) is named with what to do, not trusted."""
+    writes them whole), or not a regular file (a FIFO is never waited on), is named with what
+    to do, not trusted."""
+    what = "the manifest" if path.name == _MANIFEST else "a finished point"
+    todo = ("the parts folder and rerun without --resume" if what == "the manifest"
+            else "that file and rerun with --resume to run the point again")
     try:
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict) or (path.name.startswith("part-") and "point.index" not in data):
+        data = read_input(path, str(path), "result")
+    except InputError as exc:
+        raise InputError(str(path), f"{exc.rule}; delete {todo}", show_value=False) from None
+    try:
+        parsed = parse_json(data, str(path))
+        if not isinstance(parsed, dict) or (path.name.startswith("part-") and "point.index" not in parsed):
             raise ValueError("not a sweep part")
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        what = "the manifest" if path.name == _MANIFEST else "a finished point"
-        raise InputError(str(path), f"is damaged and cannot be read as {what} ({exc}); delete "
-                         + ("that file and rerun with --resume to run the point again" if what != "the manifest"
-                            else "the parts folder and rerun without --resume"), show_value=False) from None
-    return data
+    except ValueError as exc:
+        reason = exc.rule if isinstance(exc, InputError) else str(exc)
+        raise InputError(str(path), f"is damaged and cannot be read as {what} ({reason}); delete {todo}",
+                         show_value=False) from None
+    return parsed
 
 
 def consolidate(rows: list[dict[str, Any]], grid: Grid) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +23,8 @@ from pydantic import ValidationError
 
 from moesim.errors import InputError
 from moesim.files import atomic_path
+from moesim.inputs import open_input, parse_json
+from moesim.limits import machine_memory_B
 from moesim.traces.trace import PHASE_NAMES, RoutingTrace, TraceMeta, check_routing
 
 __all__ = ["read_trace", "write_trace", "SUFFIX", "META_KEY", "LAYERS_KEY"]
@@ -79,12 +81,9 @@ _LISTS: dict[str, type[Any]] = {"experts": np.int16, "scores": np.float32, "rank
 _INTS: dict[str, type[Any]] = {"token": np.int32, "segment": np.int32, "token_id": np.int32, "layer": np.int16}
 
 
-def _open(path: Path) -> tuple[pq.ParquetFile, TraceMeta, tuple[int, ...]]:
-    src = str(path)
-    if not path.is_file():
-        raise InputError("trace", "must be an existing file", src)
+def _open(handle: BinaryIO, src: str) -> tuple[pq.ParquetFile, TraceMeta, tuple[int, ...]]:
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(handle)
     except (pa.ArrowException, OSError) as exc:
         raise InputError("file", "must be a readable Parquet file", str(exc), source=src) from None
     md = pf.schema_arrow.metadata or {}
@@ -93,14 +92,26 @@ def _open(path: Path) -> tuple[pq.ParquetFile, TraceMeta, tuple[int, ...]]:
                          sorted(k.decode(errors="replace") for k in md), source=src)
     try:
         meta = TraceMeta.model_validate_json(md[META_KEY])
-        layers = tuple(int(x) for x in json.loads(md[LAYERS_KEY]))
+        layers = tuple(int(x) for x in parse_json(md[LAYERS_KEY], "moesim.layers", src, "a JSON list of ints"))
     except ValidationError as exc:
         err = exc.errors()[0]
         field = "meta." + ".".join(str(p) for p in err["loc"])
         raise InputError(field, err["msg"].lower(), err.get("input"), source=src) from None
     except (ValueError, TypeError) as exc:
+        if isinstance(exc, InputError):
+            raise
         raise InputError("moesim.layers", "must be a JSON list of ints", str(exc), source=src) from None
     return pf, meta, layers
+
+
+def _check_memory(rows: int, k: int, names: set[str], src: str) -> None:
+    """The arrays a trace fills (from the row count in its footer) must fit in half of this
+    machine's memory: a footer that claims more is refused before anything is allocated."""
+    per_row = k * sum(np.dtype(d).itemsize for n, d in _LISTS.items() if n in names) + 16
+    need, limit = rows * per_row, machine_memory_B() // 2
+    if need > limit:
+        raise InputError("rows", f"must fit in half of this machine's memory ({rows:,} rows need "
+                         f"{need / 2**30:.1f} GiB, more than {limit / 2**30:.1f} GiB)", rows, source=src)
 
 
 def _check_schema(schema: pa.Schema, src: str) -> int:
@@ -178,23 +189,26 @@ def _phase(col: pa.ChunkedArray, src: str) -> Any:
 
 
 def read_trace(path: str | Path) -> RoutingTrace:
-    """Load and check a trace file written by :func:`write_trace`."""
-    path = Path(path)
+    """Load and check a trace file written by :func:`write_trace` (a regular file: see
+    :mod:`moesim.inputs`; its arrays must fit in half of this machine's memory)."""
     src = str(path)
-    pf, meta, layers = _open(path)
-    k = _check_schema(pf.schema_arrow, src)
-    n_layers, rows = len(layers), pf.metadata.num_rows
-    if n_layers == 0 or rows == 0 or rows % n_layers:
-        raise InputError("rows", f"must be a positive multiple of the {n_layers} recorded layers", rows, source=src)
-    reader = _Reader(rows, layers, k, set(pf.schema_arrow.names), src)
-    r0 = 0
-    try:
-        for i in range(pf.num_row_groups):
-            table = pf.read_row_group(i)
-            reader.add(table, r0)
-            r0 += table.num_rows
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError("file", "must be a readable Parquet file", str(exc), source=src) from None
+    with open_input(path, "trace", "trace") as handle:
+        pf, meta, layers = _open(handle, src)
+        k = _check_schema(pf.schema_arrow, src)
+        n_layers, rows = len(layers), pf.metadata.num_rows
+        if n_layers == 0 or rows == 0 or rows % n_layers:
+            raise InputError("rows", f"must be a positive multiple of the {n_layers} recorded layers", rows,
+                             source=src)
+        _check_memory(rows, k, set(pf.schema_arrow.names), src)
+        reader = _Reader(rows, layers, k, set(pf.schema_arrow.names), src)
+        r0 = 0
+        try:
+            for i in range(pf.num_row_groups):
+                table = pf.read_row_group(i)
+                reader.add(table, r0)
+                r0 += table.num_rows
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError("file", "must be a readable Parquet file", str(exc), source=src) from None
     t = rows // n_layers
 
     def shaped(name: str) -> Any:

@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from moesim.errors import MoesimError
 from moesim.files import atomic_path
+from moesim.inputs import is_regular
 from moesim.traces.synth_fit import Measured
 from moesim.traces.synth_gen import GenParams
 
@@ -76,6 +77,8 @@ def _save(name: str, key: str, arrays: dict[str, npt.NDArray[Any]], folder: Path
 
 def _load(name: str, key: str, folder: Path | None = None) -> dict[str, npt.NDArray[Any]] | None:
     path = (folder or _folder()) / name
+    if not is_regular(path):         # missing, or a FIFO or device put there: never waited on
+        return None
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {n: z[n] for n in z.files}

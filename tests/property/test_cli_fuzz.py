@@ -293,8 +293,9 @@ def _make_output(special: str, folder: Path, suffix: str) -> Path:
     made = {"regular": out, "chardev": out, "fifo": out, "folder": out, "link-to-chardev": target,
             "link-to-fifo": target, "link-to-regular": target}
     path = made.get(special)
-    if special in ("regular", "link-to-regular"):
-        target.write_text("old") if path == target else out.write_text("old")
+    if special in ("regular", "link-to-regular"):       # an earlier timeline: what --timeline may replace
+        old = '{"displayTimeUnit":"ms","traceEvents":[]}'
+        target.write_text(old) if path == target else out.write_text(old)
     elif special in ("chardev", "link-to-chardev"):
         os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))        # /dev/null's numbers
     elif special in ("fifo", "link-to-fifo"):

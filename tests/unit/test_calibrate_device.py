@@ -19,6 +19,7 @@ from moesim.config.profiles import load_profile, phone_profile
 from moesim.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]
+SLOTS = 32            # the bundled phone's ufs.queue_slots_count
 REAL_LOG = REPO / "validation/logs/llamacpp-pr23368-s26plus-htp0-qwen3-4b.md"
 TRUTH = {"cpu.q4_0_gemv_GBps": 30.0, "cpu.q4_0_gemm_GFLOPS": 400.0, "cpu.attention_GFLOPS": 80.0,
          "ufs.effective_read_bw_GBps": 3.1, "ufs.read_latency_us": 12.0, "htp.hmx_fp16_TFLOPS": 8.0,
@@ -119,13 +120,14 @@ def _fio(jobs: list[dict[str, object]], glob: dict[str, str] | None = None) -> s
 
 def test_fio_options_and_depth() -> None:
     job = {"jobname": "a", "job options": {"bs": "512k"}, "read": {"bw_bytes": 3.5e9}}
-    (pt,) = parse_fio(_fio([job], {"rw": "randread", "direct": "1", "iodepth": "8", "ioengine": "psync"}), "f")
+    (pt,) = parse_fio(_fio([job], {"rw": "randread", "direct": "1", "iodepth": "8", "ioengine": "psync"}), "f",
+                      SLOTS)
     assert (pt.block_B, pt.queue_depth, pt.read_GBps) == (524288, 1, 3.5)      # psync: one read in flight
     (pt,) = parse_fio(_fio([job], {"rw": "read", "direct": "1", "iodepth": "4", "numjobs": "2",
-                                   "group_reporting": "1"}), "f")
+                                   "group_reporting": "1"}), "f", SLOTS)
     assert pt.queue_depth == 8
     write = {"jobname": "w", "job options": {"rw": "write", "bs": "4k"}, "write": {"bw_bytes": 1}}
-    assert len(parse_fio(_fio([job, write], {"direct": "1"}), "f")) == 1
+    assert len(parse_fio(_fio([job, write], {"direct": "1"}), "f", SLOTS)) == 1
 
 
 @pytest.mark.parametrize(("jobs", "glob", "message"), [
@@ -139,7 +141,7 @@ def test_fio_options_and_depth() -> None:
 ])
 def test_fio_errors(jobs: list[dict[str, object]], glob: dict[str, str], message: str) -> None:
     with pytest.raises(InputError) as info:
-        parse_fio(_fio(jobs, glob), "f")
+        parse_fio(_fio(jobs, glob), "f", SLOTS)
     assert str(info.value).startswith(message)
 
 
@@ -196,13 +198,13 @@ def test_ttft_log(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="ttft_s must be columns of the TTFT log"):
         read_ttft_log(log)
     log.write_text("model,tokens,ttft_s\nolmoe-1b-7b,4096,-1\n")
-    with pytest.raises(InputError, match=r"ttft.csv: line 2: ttft_s must be > 0"):
+    with pytest.raises(InputError, match=r"ttft.csv: line 2: ttft_s must be a finite number > 0"):
         read_ttft_log(log)
 
 
 def test_fio_round_trip_alone(base) -> None:  # type: ignore[no-untyped-def]
     truth = with_fitted(base, {"ufs.effective_read_bw_GBps": 2.0, "ufs.read_latency_us": 40.0})
-    fit = fit_device(base, fio_figures(parse_fio(fio_json(truth, (4, 64, 1024), (1, 4)), "f")))
+    fit = fit_device(base, fio_figures(parse_fio(fio_json(truth, (4, 64, 1024), (1, 4)), "f", SLOTS)))
     assert fit.values == pytest.approx({"ufs.effective_read_bw_GBps": 2.0, "ufs.read_latency_us": 40.0}, rel=1e-6)
     (group,) = fit.groups
     assert group.dof == 4 and all(f.interval is not None for f in group.figures)

@@ -66,7 +66,7 @@ def test_rerun_refuses_what_it_cannot_rebuild(run_cli, tmp_path: Path) -> None: 
     res = run_cli("rerun", str(tmp_path / "binary.json"))
     assert res.code == 2 and "must be the JSON of a --json result" in res.err
     res = run_cli("rerun", str(tmp_path / "missing.json"))
-    assert res.code == 2 and "must be a readable file" in res.err
+    assert res.code == 2 and "must be an existing file" in res.err
 
 
 def test_python_rerun_and_to_pandas() -> None:

@@ -454,7 +454,89 @@ def test_every_output_names_the_predictor(spec_cli, trace_file: Path) -> None:  
     sweep = spec_cli(*base, "--gamma-sweep", "1,2")
     assert sweep.code == 0, sweep.err
     assert "predictor learned (2 folds)" in sweep.out.splitlines()[0]
-    header = sweep.out.splitlines()[1].split()
+    assert sweep.out.splitlines()[1].startswith("draft: top-1 logit -0.3127, wrong drafts mixture:0.9557 [generic")
+    header = sweep.out.splitlines()[2].split()
     assert header[:3] == ["selector", "gamma", "predictor"]
     rows = json.loads(spec_cli(*base, "--gamma-sweep", "1,2", "--json").out)["sweep"]
     assert [r["predictor"] for r in rows] == [None, None, None, "learned", None, "learned"]
+
+
+# ----- issue 35: a catalog model's fitted draft is its default, and every output names it -----
+def test_catalog_models_default_to_their_fitted_draft() -> None:
+    from moesim.config.specdecode import FITTED_CONTEXT_FREE_SHARE, FITTED_TOP1_LOGIT, MTP_TOP1_LOGIT, MixtureRouting
+
+    qwen = SpecDecodeRun(model="qwen3-235b-a22b")
+    assert qwen.draft.top1_logit_mean == 0.8479 and qwen.routing == MixtureRouting(context_free_share=0.9423)
+    assert qwen.draft_source is not None and qwen.draft_source.startswith(
+        "qwen3-235b-a22b's draft, fitted to the EcoSpec paper's EAGLE-3 alpha 2.41 and E 23.7")
+    assert "validation/specdecode_predictions.md" in qwen.draft_source
+    assert SpecDecodeRun.model_validate(qwen.model_dump()) == qwen        # a saved run validates unchanged
+    assert "eagle3_draft" not in load_model("qwen3-235b-a22b").model_dump()  # the routing fits hash the shape only
+    # the generic draft is gpt-oss-120b's catalog fit: the two spellings of it agree
+    gpt = load_model("gpt-oss-120b").eagle3_draft
+    assert gpt is not None and (gpt.top1_logit_mean, gpt.context_free_share) == (FITTED_TOP1_LOGIT,
+                                                                                FITTED_CONTEXT_FREE_SHARE)
+    olmoe = SpecDecodeRun(model="olmoe-1b-7b")
+    assert olmoe.draft == DraftAccuracy() and olmoe.routing == MixtureRouting()
+    assert olmoe.draft_source is not None and olmoe.draft_source.startswith(
+        "generic default (no draft fitted for olmoe-1b-7b): gpt-oss-120b's draft, fitted to")
+    # what a run gives is kept, number by number
+    mu = SpecDecodeRun(model="qwen3-235b-a22b", draft={"top1_logit_mean": 1.5}, routing={"kind": "mixture"})
+    assert (mu.draft.top1_logit_mean, mu.routing) == (1.5, MixtureRouting(context_free_share=0.9423))
+    assert mu.draft_source is not None and mu.draft_source.startswith("mixture share: qwen3-235b-a22b's draft")
+    near = SpecDecodeRun(model="qwen3-235b-a22b", routing={"kind": "nearby"})
+    assert near.draft.top1_logit_mean == 0.8479 and near.routing == NearbyRouting()
+    assert near.draft_source is not None and near.draft_source.startswith("top-1 logit: qwen3-235b-a22b's draft")
+    given = SpecDecodeRun(model="qwen3-235b-a22b", draft={"top1_logit_mean": 1.5},
+                          routing={"kind": "mixture", "context_free_share": 0.5})
+    assert given.draft_source is None
+    mtp = SpecDecodeRun(model="deepseek-v3.1", drafter="mtp")     # the MTP module's accuracy, the generic share
+    assert mtp.draft.top1_logit_mean == MTP_TOP1_LOGIT and mtp.routing == MixtureRouting()
+    assert mtp.draft_source is not None and mtp.draft_source.startswith("mixture share: generic default")
+
+
+def test_a_fitted_draft_out_of_range_is_refused_naming_the_field(tmp_path: Path) -> None:
+    from moesim.config.catalog import CATALOG_DIR
+
+    text = (CATALOG_DIR / "qwen3-235b-a22b.toml").read_text().replace("context_free_share = 0.9423",
+                                                                      "context_free_share = 1.5")
+    (tmp_path / "qwen3-235b-a22b.toml").write_text(text)
+    with pytest.raises(InputError, match=r"eagle3_draft\.context_free_share must be less than or equal to 1"):
+        load_model(tmp_path / "qwen3-235b-a22b.toml")
+
+
+def test_qwen3_default_draft_reproduces_its_fit_and_the_documented_speedups() -> None:
+    """The catalog's Qwen3-235B draft gives the EAGLE-3 alpha and E it was fitted to, and the
+    speedups docs/specdecode.md reports (1.19x, 1.21x; 0.92x and 0.95x with the generic draft)."""
+    conf = simulate_specdecode(SpecDecodeRun(model="qwen3-235b-a22b")).metrics
+    assert conf.config.trace.synthetic is True
+    assert conf.mean_active_experts == pytest.approx(23.7, abs=0.05)
+    assert conf.acceptance_length == pytest.approx(2.41, abs=0.01)
+    eco = simulate_specdecode(SpecDecodeRun(model="qwen3-235b-a22b", selector="ecospec")).metrics
+    assert (round(conf.speedup_vs_ar, 2), round(eco.speedup_vs_ar, 2)) == (1.19, 1.21)
+
+
+def test_the_output_names_the_draft_and_the_options_override_it(spec_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    base = ("specdecode", "--model", "qwen3-235b-a22b", "--passes", "1")
+    text = spec_cli(*base)
+    assert text.code == 0, text.err
+    assert ("draft: top-1 logit +0.8479, wrong drafts mixture:0.9423 [qwen3-235b-a22b's draft, fitted to the "
+            "EcoSpec paper's EAGLE-3 alpha 2.41") in text.out.splitlines()[2]
+    own = spec_cli(*base, "--draft-mu", "0", "--draft-routing", "nearby:4", "--json")
+    cfg = json.loads(own.out)["config"]
+    assert cfg["draft"]["top1_logit_mean"] == 0.0 and cfg["routing"] == {"kind": "nearby", "window": 4}
+    assert cfg["run"]["draft_source"] is None
+    assert "draft: top-1 logit +0.0000, wrong drafts nearby:4 [given]" in spec_cli(*base, "--draft-mu", "0",
+                                                                               "--draft-routing", "nearby:4").out
+    saved = spec_cli(*base, "--json")
+    assert json.loads(saved.out)["config"]["run"]["draft_source"].startswith("qwen3-235b-a22b's draft")
+    (tmp_path / "new.json").write_text(saved.out)
+    again = spec_cli("rerun", str(tmp_path / "new.json"), "--json")
+    assert again.code == 0, again.err
+    # a result saved before the draft was named: the draft in full, no draft_source; it re-runs the same
+    old = json.loads(spec_cli(*base, "--draft-mu", "-0.3127", "--draft-routing", "mixture:0.9557", "--json").out)
+    del old["config"]["run"]["draft_source"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    rerun = spec_cli("rerun", str(tmp_path / "old.json"), "--json")
+    assert rerun.code == 0, rerun.err
+    assert json.loads(rerun.out)["speedup_vs_ar"] == old["speedup_vs_ar"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from moesim.config.catalog import load_model
 from moesim.config.model import ModelSpec
 from moesim.errors import InputError
+from moesim.inputs import exists
 from moesim.traces.importers._common import ImportReport
 from moesim.traces.importers.flame import import_flame
 from moesim.traces.importers.gnf4 import import_gnf4
@@ -47,7 +48,7 @@ def import_trace(src: str | Path, fmt: str, model: str | Path | ModelSpec, *,
         raise InputError("format", f"must be one of {', '.join(FORMATS)}", fmt)
     model = model if isinstance(model, ModelSpec) else load_model(model)
     path = Path(src)
-    if not path.exists():
+    if not exists(path):
         raise InputError("source", "must be an existing file or folder", str(path))
     if fmt == "nvmoe":
         return import_nvmoe(path, model, segment_lengths)

@@ -3,6 +3,7 @@ and assembling segments into a checked :class:`RoutingTrace`."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Iterator, Sequence
@@ -15,6 +16,7 @@ import numpy as np
 from moesim.config.base import Frozen
 from moesim.config.model import ModelSpec
 from moesim.errors import InputError
+from moesim.inputs import open_input
 from moesim.traces.paths import shared_traces_dir
 from moesim.traces.trace import RoutingTrace, SegmentInfo, TraceMeta, check_routing
 
@@ -106,11 +108,7 @@ def read_jsonl(path: Path, report: ReportBuilder | None = None) -> Iterator[tupl
     """``(line number, parsed object)`` for each non-blank line; bad JSON (including an integer
     of more than 4,300 digits or nesting too deep to parse) is an InputError. Blank lines are
     skipped and, with a ``report``, counted in its dropped records."""
-    try:
-        handle = path.open("r", encoding="utf-8")
-    except OSError as exc:
-        raise InputError("file", "must be readable", exc.strerror, source=str(path)) from None
-    with handle:
+    with open_input(path, "file", "trace") as raw, io.TextIOWrapper(raw, encoding="utf-8") as handle:
         try:
             for lineno, line in enumerate(handle, 1):
                 if not line.strip():

@@ -19,6 +19,7 @@ import numpy as np
 
 from moesim.config.model import ModelSpec
 from moesim.errors import InputError
+from moesim.inputs import check_input
 from moesim.traces.importers._common import Provenance, ReportBuilder, Segment, build_trace
 from moesim.traces.trace import PREFILL, RoutingTrace
 
@@ -31,8 +32,7 @@ _KEYS = ("token_ids", "topk_ids", "topk_scores", "moe_layers")
 
 
 def _load(path: Path) -> dict[str, np.ndarray]:
-    if not path.is_file():
-        raise InputError("file", "must exist", str(path))
+    check_input(path, "file", "trace")     # a regular file (no FIFO or device), within the trace cap
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in _KEYS if k not in npz.files]

@@ -23,7 +23,8 @@ import click
 
 from moesim.cli.output import emit_json, emit_table, writable_path
 from moesim.errors import InputError
-from moesim.inputs import read_input_text
+from moesim.files import check_writable
+from moesim.inputs import is_regular, read_input_text
 
 if TYPE_CHECKING:
     from moesim.calibrate.device_figures import Excluded, Figure
@@ -112,11 +113,27 @@ def _target(name: str, base: str, out: str | None, write: bool, force: bool) -> 
     if path.resolve().parent == profile_dir().resolve() and path.name != f"{name}.toml":
         raise InputError("--out", f"must be {name}.toml in the bundled profile folder (a bundled profile's file "
                          "is named after it)", str(path))
-    if write and path.is_file() and not force:
+    if write and not out:
+        check_writable(path, "NAME")    # the default file is named after NAME: a name too long for the folder
+    if write and is_regular(path) and not force:
         raise InputError("--out", "must not name an existing profile file (add --force to replace it)", str(path))
+    if write and is_regular(path) and not _is_profile(path):
+        raise InputError("--out", "names an existing file that is not a device profile (no top-level name and kind); "
+                         "--force replaces only a profile (delete it or choose another name)", str(path))
     if write and not out and name in profile_names() and not force:
         raise InputError("NAME", "must not be a bundled profile's name (add --force to replace it)", name)
     return base_profile, path
+
+
+def _is_profile(path: Path) -> bool:
+    """Whether ``path`` is a TOML file with a profile's top-level ``name`` and ``kind``."""
+    from moesim.config.loading import read_toml
+
+    try:
+        data = read_toml(path, "--out")
+    except InputError:
+        return False
+    return isinstance(data.get("name"), str) and isinstance(data.get("kind"), str)
 
 
 def _read_logs(given: dict[str, tuple[str, ...]]) -> list[tuple[str, str, str]]:

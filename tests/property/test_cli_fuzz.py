@@ -283,7 +283,12 @@ _OUTPUTS = {"prefill": ["prefill", "--model", "flame-moe-290m", "--tokens", "16"
 _IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-def _make_output(special: str, folder: Path, suffix: str) -> Path:
+#: an earlier output of each command: what that command's output option may replace
+_TIMELINE = '{"displayTimeUnit":"ms","traceEvents":[]}'
+_EARLIER = {"prefill": _TIMELINE, "decode": _TIMELINE, "calibrate-device": 'name = "fuzzed"\nkind = "mobile-npu"\n'}
+
+
+def _make_output(special: str, folder: Path, suffix: str, command: str = "prefill") -> Path:
     """Put ``special`` at an output path in ``folder``; return the path to give the CLI."""
     if special.startswith("/dev/"):
         return Path(special)
@@ -293,8 +298,8 @@ def _make_output(special: str, folder: Path, suffix: str) -> Path:
     made = {"regular": out, "chardev": out, "fifo": out, "folder": out, "link-to-chardev": target,
             "link-to-fifo": target, "link-to-regular": target}
     path = made.get(special)
-    if special in ("regular", "link-to-regular"):       # an earlier timeline: what --timeline may replace
-        old = '{"displayTimeUnit":"ms","traceEvents":[]}'
+    if special in ("regular", "link-to-regular"):       # an earlier output: what the option may replace
+        old = _EARLIER[command]
         target.write_text(old) if path == target else out.write_text(old)
     elif special in ("chardev", "link-to-chardev"):
         os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))        # /dev/null's numbers
@@ -322,7 +327,7 @@ def test_fuzzed_special_outputs_end_cleanly(special: str, command: str, sock: bo
     suffix = ".json"
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
-        out = _make_output(special, folder, suffix)
+        out = _make_output(special, folder, suffix, command)
         server = None
         if sock:                                # a socket where the output goes, instead
             out = folder / ("sock" + suffix)

@@ -106,9 +106,9 @@ PrefillPolicy = Annotated[
 POLICY_MODELS: tuple[type[Frozen], ...] = get_args(get_args(PrefillPolicy)[0])
 #: the policies' ``kind`` values, in the union's order
 POLICY_NAMES: tuple[str, ...] = tuple(m.model_fields["kind"].default for m in POLICY_MODELS)
-#: what ``moesim compare`` runs when no --policies are given: EStream and the baselines of its own
-#: evaluation that moesim has always compared (the mobile-GPU and QNN baselines, gpu-resident and
-#: qnn-switch, need their own profile sections and are listed with --policies)
+#: the six policies every phone profile prices (EStream and its CPU-and-NPU baselines); ``moesim compare``
+#: without --policies runs every policy of :data:`POLICY_NAMES` the profile prices, these and the
+#: mobile-GPU and QNN baselines (gpu-resident, qnn-switch) where the profile has their sections
 COMPARE_DEFAULT_POLICIES: tuple[str, ...] = ("estream", "resident", "naive", "layer-b2", "cpu", "mmap")
 #: a policy name as a pydantic field type: the Literal of :data:`POLICY_NAMES` (``str`` to mypy,
 #: which cannot read a Literal built at run time)

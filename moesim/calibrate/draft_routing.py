@@ -33,7 +33,6 @@ Pure: no torch, no file writes; the same file gives the same numbers.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from moesim.errors import InputError
-from moesim.inputs import MAX_DEPTH, check_depth, read_input_text
+from moesim.inputs import parse_json, read_input_text
 
 __all__ = ["SCHEMA", "NEARBY_WINDOW", "RANDOM_PAIRS", "DraftLog", "DraftNode", "read_draft_log", "parse_draft_log",
            "OverlapStats", "overlap_stats", "routing_shares", "render_report"]
@@ -148,13 +147,7 @@ def parse_draft_log(lines: Iterable[str], source: str = "draft log") -> DraftLog
         if not line.strip():
             continue
         where = f"{source} line {n}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError("line", f"must be one JSON object ({exc.msg})", line.strip()[:60], source=where) from None
-        except RecursionError:
-            raise InputError("line", f"must nest at most {MAX_DEPTH} levels", show_value=False, source=where) from None
-        check_depth(obj, "line", where)
+        obj = parse_json(line, "line", where, "one JSON object")   # malformed, huge integers, nesting too deep
         if header is None:
             header = _header(obj, where)
             continue

@@ -218,7 +218,7 @@ class PrefillMetrics(Frozen):
     max_reads_in_flight: int | None = None   # streaming policies
     page_faults: int | None = None           # cpu and mmap policies
     refaults: int | None = None              # cpu and mmap policies
-    sim: dict[str, float | int]
+    sim: dict[str, int | float]
     config: PrefillConfig
 
 
@@ -246,7 +246,7 @@ class SpecDecodeMetrics(Frozen):
     ar: dict[str, float]
     predictor: PredictorUse
     sources: dict[str, str]
-    sim: dict[str, float | int]
+    sim: dict[str, int | float]
     config: SpecDecodeConfig
     runtime_path: str | None = None            # the model's MoE code path on the runtime (None: the generic form)
     verify_depends_on_union: bool = True       # False: cost-aware selection cannot save verification time
@@ -270,12 +270,12 @@ class DecodeMetrics(Frozen):
     acceptance_length: float | None         # tokens a speculative step produces (None: plain decoding)
     mean_verified_tokens: float
     steps: int
-    cache: dict[str, float | int]           # hits, misses, late hits, prefetches and their use
+    cache: dict[str, int | float]           # hits, misses, late hits, prefetches and their use
     utilization: dict[str, float]
     predictor_accuracy: float | None        # cost-aware rules: predicted sets of the verified nodes
     notes: list[str] = []                   # what the run sized for the user (printed once on stderr)
     trace: DecodeProvenance
-    sim: dict[str, float | int]
+    sim: dict[str, int | float]
     config: DecodeConfig
 
 

@@ -2,9 +2,10 @@
 
     python validation/fit_estream.py [--no-write]
 
-Fits the three unpublished HTP numbers within their bounds to six measured times (llama.cpp's
-HMX Qwen3-4B pp128-pp2048 on a v81 phone and EStream's OLMoE 4K TTFT), runs leave-one-out
-over those six, predicts the three soft bubble anchors at several assumed (G, B), fits the
+Fits the four unpublished HTP numbers within their bounds to seven measured times (llama.cpp's
+HMX Qwen3-4B pp128-pp2048 on a v81 phone, EStream's OLMoE and Mixtral 4K TTFTs) and two soft
+bubble shares (OLMoE 1K after-routing and non-FFN), runs leave-one-out over the seven,
+predicts the on-demand bubble and shows all three at several assumed (G, B), fits the
 CPU policy's routed-expert GEMV rate to the 58.45 s (its GEMM and attention rates come from CPU
 figures), writes the profile (fitted values, provenance) and validation/estream_fit.md. The prediction
 intervals' bands depend on the fit: run validation/interval_coverage.py after it.
@@ -19,8 +20,9 @@ from pathlib import Path
 from moesim.calibrate.estream import (
     BUBBLE_CONFIGS,
     BUBBLE_TARGETS,
-    CALIBRATED_AT,
-    FIT_FIELDS,
+    BUBBLES_AT,
+    ESTREAM_FIT_FIELDS,
+    FITTED_BUBBLES,
     fit_cpu,
     fit_estream,
     hard_anchors,
@@ -41,12 +43,13 @@ def main() -> int:
     cpu = fit_cpu(fitted)
     loo = leave_one_out(profile)
     lines = ["# Calibration of sd8-elite-gen5 (issues 14 and 25)", "",
-             "Written by `python validation/fit_estream.py` (moesim.calibrate.estream). Three unpublished HTP",
-             "numbers are fitted by bounded least squares to six measured times; everything else in the profile",
-             "is a specification, a measurement or derived (its provenance says which).", "",
+             "Written by `python validation/fit_estream.py` (moesim.calibrate.estream). Four unpublished HTP",
+             "numbers are fitted by bounded least squares to seven measured times and two soft bubble shares;",
+             "everything else in the profile is a specification, a measurement or derived (its provenance says",
+             "which).", "",
              "## Fitted values and their bounds", "", "| field | fitted | bounds | bounds from | at bound |",
              "|---|---|---|---|---|"]
-    for name, low, high, why in FIT_FIELDS:
+    for name, low, high, why in ESTREAM_FIT_FIELDS:
         flag = "YES (failed fit)" if name in fit.at_bound else "no"
         lines.append(f"| `{name}` | {fit.values[name]:.4g} | {low:g} - {high:g} | {why} | {flag} |")
     lines += ["", "## Hard anchors: in the fit, and left out of it", "",
@@ -54,9 +57,13 @@ def main() -> int:
     for a in hard_anchors():
         lines.append(f"| {a.name} | {a.seconds:.4g} | {fit.predictions[a.name]:.4g} | {fit.errors[a.name]:+.1%} | "
                      f"{loo[a.name]:+.1%} |")
-    lines += ["", f"## Soft anchors: the 1K bubbles (not fitted; assumed G, B = {CALIBRATED_AT})", "",
+    fitted_names = ", ".join(n.split("/")[-1] for n in FITTED_BUBBLES)
+    lines += ["", f"## Soft anchors: the 1K bubbles (assumed G, B = {BUBBLES_AT}; in the fit: {fitted_names})", "",
               "The paper states neither the configuration nor the denominator; moesim's bubble share is NPU",
-              "idle time waiting for a bank / expert-phase time. Sensitivity to the assumed configuration:", "",
+              "idle time waiting for a bank / expert-phase time. "
+              + ", ".join(f"{t.name.split('/')[-1]} {fit.predictions[t.name]:.1%} "
+                          f"({100 * fit.errors[t.name]:+.1f} points)" for t in BUBBLE_TARGETS) + ".",
+              "Sensitivity to the assumed configuration:", "",
               "| G, B | " + " | ".join(t.name.split("/")[-1] for t in BUBBLE_TARGETS) + " |",
               "|---|" + "---|" * len(BUBBLE_TARGETS),
               "| published | " + " | ".join(f"{100 * t.value:.1f}%" for t in BUBBLE_TARGETS) + " |"]

@@ -153,7 +153,7 @@ def _fio_predict(block_B: int, depth: int) -> Callable[[MobileNPUProfile], float
 def _pp_predict(r: BenchRow, m: BenchModel) -> Callable[[MobileNPUProfile], float]:
     """Prompt tokens per second of row ``r`` on a profile's CPU or HTP."""
     def predict(p: MobileNPUProfile) -> float:
-        be = cpu_backend(p) if r.unit == "cpu" else npu_backend(p)
+        be = cpu_backend(p) if r.unit == "cpu" else npu_backend(p, "llamacpp")
         return r.n_prompt / dense_prefill_s(m.spec, m.ffn, r.n_prompt, be, r.n_ubatch)
     return predict
 

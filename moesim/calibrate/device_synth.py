@@ -36,7 +36,7 @@ def llama_bench_json(profile: MobileNPUProfile, model: str = "qwen3 4B", units: 
     m = BENCH_MODELS[model]
     records = []
     for unit in units:
-        be = cpu_backend(profile) if unit == "cpu" else npu_backend(profile)
+        be = cpu_backend(profile) if unit == "cpu" else npu_backend(profile, "llamacpp")
         for n in prompts:
             records.append(_record(f"{model} Q4_0", unit, n, 0, n / dense_prefill_s(m.spec, m.ffn, n, be)))
         if unit == "cpu" and gen:

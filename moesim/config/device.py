@@ -100,6 +100,9 @@ class HTPSection(Section):
                           "instead of decompressing keys and values per head")
     attention_unit: Literal["hvx", "hmx"] = Field(
         "hmx", description="the unit of attention's score and value products (softmax is always HVX)")
+    mla_attention_unit: Literal["hvx", "hmx"] | None = Field(
+        None, description="the unit of MLA attention's products (DeepSeek: head dims 192/128, or 576/512 absorbed, "
+                          "that a fixed-shape HMX flash-attention kernel may not take); unset: attention_unit")
     attention_softmax_instr_per_score_ratio: PositiveFloat | None = Field(
         None, description="with attention on HMX: HVX instructions per attention score (a vector instruction "
                           "covers many scores, so a fraction of its cost) of the flash attention's online softmax "
@@ -107,7 +110,16 @@ class HTPSection(Section):
                           "its DRAM traffic only")
     dma_GBps: PositiveFloat | None = Field(None, description="DRAM -> VTCM DMA rate (at most the LPDDR5X bus)")
     vtcm_MiB: PositiveFloat
-    call_overhead_us: PositiveFloat | None = Field(None, description="descriptor submit per expert-group call")
+    call_overhead_us: PositiveFloat | None = Field(
+        None, description="llama.cpp's HTP backend: the host-side call of one op (and of an expert group where "
+                          "group_dispatch_us is not set)")
+    group_dispatch_us: PositiveFloat | None = Field(
+        None, description="the EStream runtime: one NPU invocation (an expert group, or a layer's non-FFN graph) "
+                          "from its submit to its completion signal, during which the NPU runs nothing else; "
+                          "unset: call_overhead_us per group and graph_overhead_us per layer")
+    llamacpp_hmx_ratio: Annotated[float, Field(gt=0.0, le=1.0)] | None = Field(
+        None, description="the share of hmx_fp16_TFLOPS that llama.cpp's HTP matmul kernels sustain (the EStream "
+                          "runtime's sustain all of it); unset: 1")
     decode_weight_GBps: PositiveFloat | None = Field(
         None, description="decode (one token): quantised weight bytes per second the HTP's vector matmul reads from "
                           "DRAM; unset: decode runs the prefill tile pipeline")

@@ -3,7 +3,7 @@
 For reads r = 0, 1, ... in the loader's static order and compute items (each layer's
 non-FFN segment, then its active groups) in program order, with integer-ns durations:
 
-    gate_r     = S_l (non-ffn) | R_l (after-routing) | request time of the group (on-demand)
+    gate_r     = S_{l-1} (non-ffn; S_{-1} = 0) | R_l (after-routing) | request time of the group (on-demand)
     acquire_r  = max(loader_{r-1}, gate_r, (r-B+1)-th bank release)      (B banks, FIFO)
     slot_r     = max(acquire_r, (r-Q+1)-th read completion)              (Q reads in flight)
     end_r      = max(slot_r + latency, end_{r-1}) + bytes_r / bandwidth  (one data path)
@@ -76,11 +76,11 @@ def evaluate(inp: PipelineInput, banks: int, queue_depth: int, gate: Prefetch) -
     latency = inp.latency_ns
     non_ffn_gate, routing_gate = gate == "non-ffn", gate == "after-routing"
     layers = inp.flat_groups if non_ffn_gate else inp.flat_active_groups
-    end = loader = link_free = 0
+    end = loader = link_free = start = 0
     for nf, groups in zip(inp.non_ffn_ns, layers):
-        start = end
+        previous_start, start = start, end
         routed = end = start + nf
-        gate_t = start if non_ffn_gate else routed if routing_gate else 0
+        gate_t = previous_start if non_ffn_gate else routed if routing_gate else 0
         for active, compute_ns, transfer_ns in groups:
             t = loader
             if non_ffn_gate or routing_gate:
@@ -125,13 +125,14 @@ def lower_bound(inp: PipelineInput, gate: Prefetch) -> int:
 
     Max of (a) every needed transfer back to back plus one latency, and (b) the compute
     chain with each layer's first read exposed as far as the prefetch point forces: it
-    cannot start before the layer's non-FFN operators (``non-ffn``), before its routing
+    cannot start before the previous layer starts (``non-ffn``), before its routing
     (``after-routing``), and with ``on-demand`` no read overlaps any compute at all.
     """
     io = inp.latency_ns + sum(t.transfer_ns for layer in inp.groups for t in layer if t.active)
-    chain = 0
+    chain = start = 0
     for nf, groups in zip(inp.non_ffn_ns, inp.groups):
-        start, chain = chain, chain + nf
+        previous_start, start = start, chain
+        chain = chain + nf
         first = True
         for t in groups:
             if not t.active:
@@ -140,7 +141,7 @@ def lower_bound(inp: PipelineInput, gate: Prefetch) -> int:
             if gate == "on-demand":
                 chain += read
             elif first:
-                chain = max(chain, start + read) if gate == "non-ffn" else chain + read
+                chain = max(chain, previous_start + read) if gate == "non-ffn" else chain + read
             first = False
             chain += t.compute_ns
     return max(io, chain + inp.tail_ns)

@@ -8,7 +8,7 @@ Rates are per nanosecond: 1 GB/s = 1 byte/ns, 1 TFLOPS = 1e3 FLOP/ns, 1 GFLOPS =
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from moesim.config.device import MobileNPUProfile
 from moesim.cost.htp import TilePipeline
@@ -16,7 +16,8 @@ from moesim.cost.hvx import hvx_dequant_GBps_limit
 from moesim.errors import InputError
 from moesim.units import FP16_B, MiB
 
-__all__ = ["Backend", "UFSParams", "npu_backend", "cpu_backend", "gpu_backend", "ufs_params", "check_queue_depth"]
+__all__ = ["NPURuntime", "Backend", "UFSParams", "npu_backend", "cpu_backend", "gpu_backend", "ufs_params",
+           "check_queue_depth"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +46,7 @@ class Backend:
     threads: int = 1              # threads that split a product's rows (the CPU: one a core)
     cache_share_B: float | None = None  # the cache one thread's slice of an expert matrix may occupy (None: any fits)
     mla_absorbed: bool = False    # DeepSeek MLA attends in the latent (absorbed) rather than per head
+    mla_attention_flop_per_ns: float | None = None  # MLA's products on the vector unit at this rate (None: as GQA's)
 
 
 @dataclass(frozen=True)
@@ -54,20 +56,33 @@ class UFSParams:
     page_cache_B_per_ns: float | None = None   # the page-cache read path's own cap (mmap faults); None: none
 
 
-def npu_backend(p: MobileNPUProfile) -> Backend:
-    """The HTP. With ``htp.hvx_efficiency_ratio`` and ``htp.dma_GBps`` set, matrix multiplies
-    run the tile pipeline of :mod:`moesim.cost.htp` (DMA into VTCM, HVX dequantisation, HMX):
-    the HVX rates are their issue limits at the profile's clock and HVX contexts
+#: The HTP runtimes moesim prices: the EStream runtime (the paper's, every NPU prefill policy) and
+#: llama.cpp's HTP backend (the dense calibration curve, other phones' llama.cpp figures, decode)
+NPURuntime = Literal["estream", "llamacpp"]
+
+
+def npu_backend(p: MobileNPUProfile, runtime: NPURuntime = "estream") -> Backend:
+    """The HTP under ``runtime``. With ``htp.hvx_efficiency_ratio`` and ``htp.dma_GBps`` set, matrix
+    multiplies run the tile pipeline of :mod:`moesim.cost.htp` (DMA into VTCM, HVX dequantisation,
+    HMX): the HVX rates are their issue limits at the profile's clock and HVX contexts
     (moesim.cost.hvx) times the efficiency, so they never exceed them; attention's products
-    run on ``htp.attention_unit``. Without them, the one-rate model of issue 4."""
+    run on ``htp.attention_unit``, MLA's on ``htp.mla_attention_unit`` in the EStream runtime
+    (llama.cpp sends MLA to its HMX flash attention too). The runtimes differ in what a call
+    costs and in how much of the HMX rate their matmul kernels sustain
+    (docs/background/prefill-model.md, "Two runtimes on one HTP"): EStream invokes the NPU once
+    per expert group and once per layer's non-FFN graph (``htp.group_dispatch_us`` each);
+    llama.cpp pays ``htp.graph_overhead_us`` per layer and ``htp.call_overhead_us`` per op, its
+    HMX products at ``htp.llamacpp_hmx_ratio`` of the rate. Without ``group_dispatch_us`` both
+    runtimes price calls as llama.cpp does. Without them, the one-rate model of issue 4."""
     if p.htp.hvx_efficiency_ratio is None or p.htp.dma_GBps is None:
-        return _npu_backend_one_rate(p)
+        return _npu_backend_one_rate(p, runtime)
     clock, contexts = p.htp.require("clock_GHz", p.name), p.htp.hvx_contexts_count
     efficiency = p.htp.require("hvx_efficiency_ratio", p.name)
     limit = hvx_dequant_GBps_limit(clock, contexts)
     hvx_fp16_flop_per_ns = contexts * (p.htp.hvx_vector_B // FP16_B) * 2.0 * clock * efficiency
+    hmx = p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3 * (_llamacpp_ratio(p) if runtime == "llamacpp" else 1.0)
     tiles = TilePipeline(
-        hmx_flop_per_ns=p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3,
+        hmx_flop_per_ns=hmx,
         dequant_B_per_ns=limit * efficiency,
         dma_B_per_ns=p.htp.require("dma_GBps", p.name),
         act_B_per_ns=p.memory.peak_bw_GBps,
@@ -77,32 +92,43 @@ def npu_backend(p: MobileNPUProfile) -> Backend:
         experts_double_buffered=p.htp.experts_double_buffered,
     )
     on_hvx = p.htp.attention_unit == "hvx"
+    mla_on_hvx = runtime == "estream" and (p.htp.mla_attention_unit or p.htp.attention_unit) == "hvx"
     # the online softmax of HMX flash attention: its HVX instructions per score, one per cycle and context x efficiency
     softmax = (p.htp.attention_softmax_instr_per_score_ratio or 0.0) / (contexts * clock * efficiency)
-    return _npu(p, tiles.hmx_flop_per_ns, tiles.dequant_B_per_ns, tiles=tiles, mla_absorbed=p.htp.mla_absorbed,
+    return _npu(p, runtime, tiles.hmx_flop_per_ns, tiles.dequant_B_per_ns, tiles=tiles, mla_absorbed=p.htp.mla_absorbed,
                 attention_flop_per_ns=hvx_fp16_flop_per_ns if on_hvx else None, vec_flop_per_ns=hvx_fp16_flop_per_ns,
+                mla_attention_flop_per_ns=hvx_fp16_flop_per_ns if mla_on_hvx else None,
                 softmax_vec_ns_per_score=0.0 if on_hvx else softmax)
 
 
-def _npu_backend_one_rate(p: MobileNPUProfile) -> Backend:
+def _llamacpp_ratio(p: MobileNPUProfile) -> float:
+    return p.htp.llamacpp_hmx_ratio if p.htp.llamacpp_hmx_ratio is not None else 1.0
+
+
+def _npu_backend_one_rate(p: MobileNPUProfile, runtime: NPURuntime = "estream") -> Backend:
     """The HTP with weight intake folded into one effective rate (``htp.q4_0_dequant_GBps``),
     never faster than the HVX packet model allows: the calibration of issue 4, kept until the
     tile pipeline's numbers are fitted (docs/background/prefill-model.md)."""
     limit = hvx_dequant_GBps_limit(p.htp.require("clock_GHz", p.name), p.htp.hvx_contexts_count)
-    return _npu(p, p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3,
+    ratio = _llamacpp_ratio(p) if runtime == "llamacpp" else 1.0
+    return _npu(p, runtime, p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3 * ratio,
                 min(p.htp.require("q4_0_dequant_GBps", p.name), limit))
 
 
-def _npu(p: MobileNPUProfile, mat_flop_per_ns: float, weight_B_per_ns: float, **extra: Any) -> Backend:
+def _npu(p: MobileNPUProfile, runtime: NPURuntime, mat_flop_per_ns: float, weight_B_per_ns: float,
+         **extra: Any) -> Backend:
     """What both NPU models share: DRAM-rate element-wise passes, HMX tiles, call and layer costs."""
+    dispatch = p.htp.group_dispatch_us if runtime == "estream" else None
+    call = p.htp.require("call_overhead_us", p.name) if dispatch is None else dispatch
+    layer = p.htp.require("graph_overhead_us", p.name) if dispatch is None else dispatch
     return Backend(
         name="npu",
         mat_flop_per_ns=mat_flop_per_ns,
         weight_B_per_ns=weight_B_per_ns,
         elem_B_per_ns=p.memory.peak_bw_GBps,
         tile_rows=p.htp.hmx_tile_rows_count,
-        call_overhead_ns=p.htp.require("call_overhead_us", p.name) * 1e3,
-        layer_overhead_ns=p.htp.require("graph_overhead_us", p.name) * 1e3,
+        call_overhead_ns=call * 1e3,
+        layer_overhead_ns=layer * 1e3,
         **extra,
     )
 

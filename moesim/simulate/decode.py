@@ -233,8 +233,8 @@ def npu_decode_backend(device: MobileNPUProfile) -> Backend:
     Without those two numbers, the prefill tile pipeline."""
     htp = device.htp
     if htp.decode_weight_GBps is None or htp.decode_layer_overhead_us is None:
-        return npu_backend(device)
-    prefill = npu_backend(device)
+        return npu_backend(device, "llamacpp")
+    prefill = npu_backend(device, "llamacpp")
     hvx_flop = prefill.vec_flop_per_ns or prefill.attention_flop_per_ns or prefill.mat_flop_per_ns
     return replace(prefill, mat_flop_per_ns=hvx_flop, weight_B_per_ns=min(htp.decode_weight_GBps,
                                                                          prefill.weight_B_per_ns),

@@ -1,9 +1,11 @@
 """Validation cases of the EStream prefill model against the published figures.
 
-Fitted (fit quality): llama.cpp's Qwen3-4B HMX prompt-processing curve, OLMoE's 4K TTFT and
-the CPU baseline's 58.45 s. Soft anchors, never fitted: the three 1K bubbles at the assumed
-(G, B). Held out: the ranges of speedup and memory ratio over the fastest non-offloading
-baseline. Leave-one-out errors are in validation/estream_fit.md (they need refits).
+Fitted (fit quality): llama.cpp's Qwen3-4B HMX prompt-processing curve, OLMoE's, Mixtral's and
+Qwen3-30B-A3B's 4K TTFTs, the after-routing and non-FFN 1K bubbles (soft anchors, at the
+assumed G, B) and the CPU baseline's 58.45 s. Predicted: the on-demand bubble, the ranges of
+speedup and memory ratio over the fastest non-offloading baseline, and the round-3 figures of
+:mod:`moesim.validate.estream_paper`. Leave-one-out errors are in validation/estream_fit.md
+(they need refits).
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from functools import cache, partial
 
 from moesim.calibrate.estream import (
     BUBBLE_TARGETS,
+    BUBBLES_AT,
     CALIBRATED_AT,
     CPU_TARGET,
+    FITTED_BUBBLES,
     PAPER_MODEL,
     TTFT_TARGET,
     Anchor,
@@ -40,29 +44,37 @@ def _metrics(model: str, tokens: int, policy: str) -> dict[str, float]:
     return {"ttft_s": m.ttft_s, "peak_memory_GiB": m.peak_memory_GiB, "mean_power_w": m.mean_power_w or 0.0}
 
 
-#: why the published 1K bubbles are missed (recorded with the cases: they are expected to miss)
-_BUBBLES_WHY = ("soft anchor, not fitted: the calibrated NPU computes a 1K prefill's experts faster than UFS reads "
-                "them, so it waits far more than published (docs/background/prefill-model.md, 'The bubbles are "
-                "soft anchors')")
+#: why the on-demand bubble is missed (recorded with the case: it is expected to miss)
+_ON_DEMAND_WHY = ("about 57% for 34%: moesim's on-demand mode reads a group only when the NPU asks for it, so "
+                  "every read is serial with the compute; the fitted dispatch puts after-routing and non-FFN within "
+                  "a point, and a 34% share would need on-demand reads that overlap compute, which the paper does "
+                  "not describe (docs/background/prefill-model.md, 'Per-group dispatch')")
+#: the paper's figures are matched within 15% (issue 36); llama.cpp's curve within 10%
+_PAPER_TOL = 0.15
 
 
-def _target(target: Target, fitted: bool, why: str = "") -> Case:
+def _target(target: Target, fitted: bool, at: tuple[int, int], why: str = "") -> Case:
+    tolerance = _PAPER_TOL if target.metric == "ttft_s" else target.tolerance
     return Case(name=target.name, reference=target.value,
-                source=f"{target.source} (at G={CALIBRATED_AT[0]}, B={CALIBRATED_AT[1]})", tolerance=target.tolerance,
+                source=f"{target.source} (at G={at[0]}, B={at[1]})", tolerance=tolerance,
                 tolerance_kind=target.tolerance_kind,
-                predict=lambda: predict(phone_profile(_DEVICE), target, *CALIBRATED_AT), fitted_to=fitted,
+                predict=lambda: predict(phone_profile(_DEVICE), target, *at), fitted_to=fitted,
                 unit="s" if target.metric == "ttft_s" else "share", expect="miss" if why else "pass", why=why)
 
 
 def _anchor(a: Anchor) -> Case:
-    return Case(name=a.name, reference=a.seconds, source=a.source, tolerance=0.10, tolerance_kind="relative",
+    tolerance = 0.10 if a.name.startswith("estream/anchor-llamacpp") else _PAPER_TOL
+    return Case(name=a.name, reference=a.seconds, source=a.source, tolerance=tolerance, tolerance_kind="relative",
                 predict=lambda: a.predict_s(phone_profile(_DEVICE)), fitted_to=True, unit="s")
 
 
 def estream_cases() -> list[Case]:
+    from moesim.validate.estream_paper import paper_cases
+
     cases = [_anchor(a) for a in hard_anchors() if a.name != TTFT_TARGET.name]
-    cases.append(_target(TTFT_TARGET, fitted=True))
-    cases += [_target(t, fitted=False, why=_BUBBLES_WHY) for t in BUBBLE_TARGETS]
+    cases.append(_target(TTFT_TARGET, fitted=True, at=CALIBRATED_AT))
+    cases += [_target(t, fitted=t.name in FITTED_BUBBLES, at=BUBBLES_AT,
+                      why="" if t.name in FITTED_BUBBLES else _ON_DEMAND_WHY) for t in BUBBLE_TARGETS]
     cases.append(Case(name=CPU_TARGET.name, reference=CPU_TARGET.value, source=CPU_TARGET.source,
                       tolerance=CPU_TARGET.tolerance, tolerance_kind="relative",
                       predict=lambda: _metrics(PAPER_MODEL, 4096, "cpu")["ttft_s"], fitted_to=True, unit="s"))
@@ -71,7 +83,10 @@ def estream_cases() -> list[Case]:
                       "(18 model-length settings)", tolerance=0.0, tolerance_kind="range",
                       predict=lambda: _metrics(PAPER_MODEL, 4096, "cpu")["ttft_s"]
                       / _metrics(PAPER_MODEL, 4096, "estream")["ttft_s"],
-                      fitted_to=False, unit="x", low=2.25, high=27.57))
+                      fitted_to=False, unit="x", low=2.25, high=27.57, expect="miss",
+                      why="31.6x: the NPU fit puts OLMoE's 4K TTFT 12.5% under the published 2.12 s (it trades it "
+                          "against Qwen3-30B-A3B's +11.8%); at 2.12 s the ratio would be 27.6x, the paper's top "
+                          "(docs/background/prefill-model.md, 'Two runtimes on one HTP')"))
     cases.append(Case(name="estream/olmoe-4k-memory-ratio-vs-cpu", reference=6.45,
                       source=f"{_SRC}: EStream used 6.45-12.29x less physical memory than the fastest "
                       "non-offloading baseline", tolerance=0.0, tolerance_kind="range",
@@ -101,8 +116,11 @@ def estream_cases() -> list[Case]:
                       tolerance=0.0, tolerance_kind="range",
                       predict=lambda: _metrics(PAPER_MODEL, 1024, "cpu")["mean_power_w"]
                       / _metrics(PAPER_MODEL, 1024, "resident")["mean_power_w"],
-                      fitted_to=False, unit="x", low=1.44, high=1.67))
-    return cases + _short_prompt_cases()
+                      fitted_to=False, unit="x", low=1.44, high=1.67, expect="miss",
+                      why="1.438x, 0.1% under the range: the EStream runtime's 0.54 ms per layer graph (was "
+                          "llama.cpp's 2.5 ms) shortened the resident run and raised its mean power "
+                          "(docs/background/energy-evidence.md)"))
+    return cases + _short_prompt_cases() + paper_cases()
 
 
 #: the models of the paper whose CPU run fits the 15.1 GiB phone (Qwen3-30B-A3B's and Mixtral's repack

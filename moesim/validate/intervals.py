@@ -127,7 +127,7 @@ def _dense(name: str, layers: int, hidden: int, heads: int, kv_heads: int, vocab
 
 
 def _dense_npu(spec: tuple[ModelSpec, int], tokens: int) -> Callable[[MobileNPUProfile], Timed]:
-    return _compute_only(lambda p: dense_prefill_s(spec[0], spec[1], tokens, npu_backend(p)))
+    return _compute_only(lambda p: dense_prefill_s(spec[0], spec[1], tokens, npu_backend(p, "llamacpp")))
 
 
 def _npu_fit_anchors() -> list[IntervalAnchor]:

@@ -47,7 +47,7 @@ _QNN_HMX = ("{err}: AI Hub's w4a16 graph runs the HMX in fixed point, about {tfl
 
 _BACKENDS: dict[str, Callable[[str], Backend]] = {
     "cpu": lambda d: cpu_backend(phone_profile(d)),
-    "npu": lambda d: npu_backend(phone_profile(d)),
+    "npu": lambda d: npu_backend(phone_profile(d), "llamacpp"),
     "gpu": lambda d: gpu_backend(phone_profile(d)),
 }
 

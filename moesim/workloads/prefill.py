@@ -2,11 +2,16 @@
 
 The compute process runs each layer's non-FFN operators, learns the routing, then runs
 the layer's active groups in order, each on a ready bank, releasing it afterwards. The
-loader walks the plan's static load order; a read of layer l may start when the plan's
-gate opens (``non-ffn``: layer l's non-FFN compute has started; ``after-routing``: its
-routing is known; ``on-demand``: the compute process asked for that group; ``eager``:
-at once), once a bank is free and a UFS queue slot is free. Groups known to be inactive
-are not read; groups read before the routing was known and found inactive are released.
+loader walks the plan's static load order under one read rule for every streaming policy:
+a read of layer l may start once a bank is free, a UFS queue slot is free and the plan's
+gate is open (``non-ffn``: the previous layer has started, so layer l's first groups load
+while the NPU still runs layer l-1's experts and layer l's non-FFN operators, as Layer-B2's
+second buffer does; ``after-routing``: layer l's routing is known; ``on-demand``: the
+compute process asked for that group; ``eager``: at once, for plans that read nothing).
+The policy is data: EStream and Layer-B2 differ only in G, B and whether inactive groups
+are skipped (docs/background/prefill-model.md, "One read rule"). Groups known to be
+inactive are not read; groups read before the routing was known and found inactive are
+released.
 """
 
 from __future__ import annotations
@@ -77,7 +82,7 @@ class _Events:
 
 def _gates(ev: _Events, plan: StreamPlan, g: Group) -> list[simpy.Event]:
     if plan.gate == "non-ffn":
-        return [ev.started[g.layer]]
+        return [ev.started[max(g.layer - 1, 0)]]
     if plan.gate == "after-routing":
         return [ev.routed[g.layer]]
     if plan.gate == "on-demand":

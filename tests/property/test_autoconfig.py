@@ -54,14 +54,14 @@ def _recurrence(inp: PipelineInput, banks: int, queue_depth: int, gate: Prefetch
     """The evaluator's recurrence written plainly (module docstring of moesim.cost.maxplus):
     both banks and read slots as min-heaps, every gate as a ``max``."""
     bank_free, slot_free = [0] * banks, [0] * queue_depth
-    end = loader = link_free = 0
+    end = loader = link_free = start = 0
     for nf, groups in zip(inp.non_ffn_ns, inp.groups):
-        start = end
+        previous_start, start = start, end
         routed = end = start + nf
         for g in groups:
             if not g.active and gate != "non-ffn":
                 continue
-            t = max(loader, {"non-ffn": start, "after-routing": routed, "on-demand": end}[gate])
+            t = max(loader, {"non-ffn": previous_start, "after-routing": routed, "on-demand": end}[gate])
             if not g.active and routed <= t:
                 loader = t
                 continue

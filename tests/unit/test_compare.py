@@ -128,16 +128,21 @@ def test_fastest_completed_needs_a_non_offloading_policy(run_cli) -> None:  # ty
 
 
 def test_compare_default_runs_every_policy_the_profile_prices(run_cli) -> None:  # type: ignore[no-untyped-def]
-    """Issue 35: at 64 tokens the mobile GPU is the fastest policy, and the default table has it."""
+    """Issue 35: the default table holds every policy the profile prices (the mobile GPU too, which
+    is among the fastest at 64 tokens), and fastest-completed takes the fastest of them."""
     from moesim.config.prefill import POLICY_NAMES
 
     res = run_cli("compare", "--tokens", "64", "--json")
     assert res.code == 0, res.err
     out = json.loads(res.out)
     assert [r["policy"] for r in out["rows"]] == list(POLICY_NAMES) and out["left_out"] == {}
-    assert min(out["rows"], key=lambda r: r["ttft_s"])["policy"] == "gpu-resident"
+    ttft = {r["policy"]: r["ttft_s"] for r in out["rows"]}
+    assert ttft["gpu-resident"] < ttft["estream"]
+    from moesim.report.compare import NON_OFFLOADING
+
+    best = min((p for p in ttft if p in NON_OFFLOADING), key=ttft.__getitem__)
     fastest = json.loads(run_cli("compare", "--tokens", "64", "--baseline", "fastest-completed", "--json").out)
-    assert {r["baseline"] for r in fastest["rows"]} == {"gpu-resident"}
+    assert {r["baseline"] for r in fastest["rows"]} == {best}
 
 
 def test_compare_default_names_what_the_profile_does_not_price(run_cli) -> None:  # type: ignore[no-untyped-def]

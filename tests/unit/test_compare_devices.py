@@ -9,6 +9,7 @@ import pytest
 
 from moesim.config.profiles import profile_dir
 from moesim.errors import InputError
+from moesim.policies.prefill.search import TIE_TOLERANCE
 from moesim.report.compare_devices import compare_devices, parse_devices
 
 
@@ -38,7 +39,9 @@ def test_set_applies_to_every_device(slow_phone: Path) -> None:
     plain = compare_devices("olmoe-1b-7b", ["sd8-elite-gen5", str(slow_phone)], [256])
     faster = compare_devices("olmoe-1b-7b", ["sd8-elite-gen5", str(slow_phone)], [256],
                              overrides={"htp.hmx_fp16_TFLOPS": 12.0})
-    assert all(f["ttft_s"] <= p["ttft_s"] for f, p in zip(faster, plain))
+    # a faster HMX never costs more than the configurator's near-tie tolerance (it may then pick a larger arena)
+    assert all(f["ttft_s"] <= p["ttft_s"] * (1 + TIE_TOLERANCE) for f, p in zip(faster, plain))
+    assert all(f["ttft_s"] != p["ttft_s"] for f, p in zip(faster, plain))
 
 
 def test_cli_table_and_json(run_cli, slow_phone: Path) -> None:  # type: ignore[no-untyped-def]

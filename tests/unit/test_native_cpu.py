@@ -223,9 +223,10 @@ def check_timeline(res: cpu.ExecutorResult, ids: npt.NDArray[np.int16], cfg: cpu
     edges = sorted([(t, 1) for t in reads.start_ns] + [(t, -1) for t in reads.end_ns], key=lambda e: (e[0], e[1]))
     assert max(np.cumsum([d for _, d in edges]), default=0) <= cfg.queue_depth
     assert res.summary["max_reads_in_flight"] <= cfg.queue_depth
-    # prefetch gates: reads of layer l wait for its non-FFN start (non-ffn) or its routing
+    # prefetch gates: reads of layer l wait for layer l-1's start (non-ffn, the simulator's read rule) or its routing
     for r in reads.itertuples():
-        gate = nonffn.loc[r.layer, "start_ns" if cfg.prefetch == "non-ffn" else "end_ns"]
+        gate = (nonffn.loc[max(r.layer - 1, 0), "start_ns"] if cfg.prefetch == "non-ffn"
+                else nonffn.loc[r.layer, "end_ns"])
         assert r.start_ns >= gate
     inactive_reads = [(r.layer, r.group) for r in reads.itertuples() if (r.layer, r.group) not in active]
     if cfg.prefetch != "non-ffn":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from moesim.calibrate.dense_anchor import LLAMACPP_QWEN3_4B_PP, qwen3_4b_prefill_s
-from moesim.calibrate.estream import FIT_FIELDS, hard_anchors, with_values
+from moesim.calibrate.estream import FIT_FIELDS, LLAMACPP_RATIO_FIELD, hard_anchors, with_values
 from moesim.config.catalog import load_model
 from moesim.config.device import MobileNPUProfile
 from moesim.config.prefill import CPUPolicy, PrefillRun
@@ -37,24 +37,38 @@ def test_fitted_rates_are_inside_their_bounds_and_say_so(phone: MobileNPUProfile
 
 
 def test_dense_anchor_reproduced_within_tolerance(phone: MobileNPUProfile) -> None:
-    be = npu_backend(phone)
+    be = npu_backend(phone, "llamacpp")   # the curve is llama.cpp's runtime, not EStream's
     for a in LLAMACPP_QWEN3_4B_PP:
         assert abs(qwen3_4b_prefill_s(a.tokens, be) / a.seconds - 1) <= 0.10, a.name
 
 
 def test_dense_anchor_is_sensitive_to_every_fitted_rate(phone: MobileNPUProfile) -> None:
-    base = qwen3_4b_prefill_s(2048, npu_backend(phone))
-    for dotted, _, _, _ in FIT_FIELDS:
+    base = qwen3_4b_prefill_s(2048, npu_backend(phone, "llamacpp"))
+    for dotted, _, _, _ in (*FIT_FIELDS, LLAMACPP_RATIO_FIELD):
         value = _get(phone, dotted)
         faster = value / 2 if dotted.endswith("overhead_us") else min(value * 2, 1.0 if "ratio" in dotted else 1e9)
-        changed = qwen3_4b_prefill_s(2048, npu_backend(with_values(phone, {dotted: faster})))
+        changed = qwen3_4b_prefill_s(2048, npu_backend(with_values(phone, {dotted: faster}), "llamacpp"))
         assert changed < base * 0.999, f"{dotted} does not move the anchor"
 
 
-def test_hard_anchors_are_six_measured_times() -> None:
+def test_the_runtimes_differ_only_where_the_profile_says() -> None:
+    """llama.cpp's curve does not see the EStream runtime's dispatch, and EStream's runs do not
+    see llama.cpp's per-layer graph cost or its kernels' share of the HMX rate."""
+    phone = phone_profile("sd8-elite-gen5")
+    dense = qwen3_4b_prefill_s(512, npu_backend(phone, "llamacpp"))
+    slower_dispatch = with_values(phone, {"htp.group_dispatch_us": 900.0})
+    assert qwen3_4b_prefill_s(512, npu_backend(slower_dispatch, "llamacpp")) == dense
+    estream, llamacpp = npu_backend(phone), npu_backend(phone, "llamacpp")
+    assert estream.call_overhead_ns == estream.layer_overhead_ns == phone.htp.group_dispatch_us * 1e3  # type: ignore[operator]
+    assert llamacpp.layer_overhead_ns == phone.htp.graph_overhead_us * 1e3  # type: ignore[operator]
+    assert llamacpp.mat_flop_per_ns == pytest.approx(estream.mat_flop_per_ns * phone.htp.llamacpp_hmx_ratio)  # type: ignore[operator]
+    assert estream.mla_attention_flop_per_ns is not None and llamacpp.mla_attention_flop_per_ns is None
+
+
+def test_hard_anchors_are_eight_measured_times() -> None:
     anchors = hard_anchors()
-    assert len(anchors) == 6 and all(a.seconds > 0 for a in anchors)
-    assert len({a.name for a in anchors}) == 6
+    assert len(anchors) == 8 and all(a.seconds > 0 for a in anchors)
+    assert len({a.name for a in anchors}) == 8
 
 
 def test_cpu_attention_has_its_own_rate(phone: MobileNPUProfile) -> None:

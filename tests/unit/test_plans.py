@@ -32,7 +32,7 @@ from moesim.policies.prefill.plan import plan_prefill
 PLANS = {
     "estream":  ("stream", "npu", 4, 4, 2, "non-ffn", True, None, 16, 56_623_104),
     "naive":    ("stream", "npu", 1, 1, 1, "on-demand", True, None, 64, 3_538_944),
-    "layer-b2": ("stream", "npu", 64, 2, 2, "eager", False, None, 1, 452_984_832),
+    "layer-b2": ("stream", "npu", 64, 2, 2, "non-ffn", False, None, 1, 452_984_832),
     "resident": ("none", "npu", 64, 0, 0, "eager", False, None, 1, 0),
     "cpu":      ("none", "cpu", 1, 0, 0, "eager", False, 512, 64, 0),
     "mmap":     ("mmap", "cpu", 1, 0, 1, "on-demand", True, 512, 64, 0),

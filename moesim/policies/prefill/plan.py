@@ -186,8 +186,9 @@ def plan_prefill(policy: PrefillPolicy, model: ModelSpec, device: MobileNPUProfi
                           layers=make_groups(model, counts, policy.group_size))
     if isinstance(policy, LayerB2Policy):
         q = policy.queue_depth or device.ufs.default_queue_depth_count
+        # EStream's read rule with G = E, B = 2 and no skipping: a layer buffer fills while the previous layer runs
         return StreamPlan(policy="layer-b2", io="stream", backend="npu", group_size=e, banks=2, queue_depth=q,
-                          gate="eager", skip_inactive=False, layers=make_groups(model, counts, e))
+                          gate="non-ffn", skip_inactive=False, layers=make_groups(model, counts, e))
     if isinstance(policy, ResidentPolicy):
         return StreamPlan(policy="resident", io="none", backend="npu", group_size=e, banks=0, queue_depth=0,
                           gate="eager", skip_inactive=False, layers=make_groups(model, counts, e))

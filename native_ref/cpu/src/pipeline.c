@@ -49,8 +49,9 @@ static int known_inactive(const pipe_t *p, const group_t *g) { return p->routed[
 
 static void wait_gates(pipe_t *p, group_t *g) {
     int l = g->layer;
-    if (p->cfg->prefetch == PF_NON_FFN) {
-        while (!p->started[l]) pthread_cond_wait(&p->cv_loader, &p->mu);
+    if (p->cfg->prefetch == PF_NON_FFN) { /* the simulator's read rule: once the previous layer started */
+        int prev = l > 0 ? l - 1 : 0;
+        while (!p->started[prev]) pthread_cond_wait(&p->cv_loader, &p->mu);
         return;
     }
     while (!p->routed[l]) pthread_cond_wait(&p->cv_loader, &p->mu);
@@ -172,7 +173,7 @@ static void run_group(pipe_t *p, group_t *g) {
 
 static void run_layer(pipe_t *p, int l) {
     pthread_mutex_lock(&p->mu);
-    int64_t n0 = rel_now(p); /* before the gate opens, so no read of layer l starts earlier */
+    int64_t n0 = rel_now(p); /* before the gate opens, so no read of layer l + 1 starts earlier */
     p->started[l] = 1;
     pthread_cond_broadcast(&p->cv_loader);
     pthread_mutex_unlock(&p->mu);

@@ -2,9 +2,9 @@
 
     python validation/fit_estream.py [--no-write]
 
-Fits the four unpublished HTP numbers within their bounds to seven measured times (llama.cpp's
-HMX Qwen3-4B pp128-pp2048 on a v81 phone, EStream's OLMoE and Mixtral 4K TTFTs) and two soft
-bubble shares (OLMoE 1K after-routing and non-FFN), runs leave-one-out over the seven,
+Fits the five unpublished HTP numbers within their bounds to eight measured times (llama.cpp's
+HMX Qwen3-4B pp128-pp2048 on a v81 phone, EStream's OLMoE, Mixtral and Qwen3-30B 4K TTFTs) and two
+soft bubble shares (OLMoE 1K after-routing and non-FFN), runs leave-one-out over the eight,
 predicts the on-demand bubble and shows all three at several assumed (G, B), fits the
 CPU policy's routed-expert GEMV rate to the 58.45 s (its GEMM and attention rates come from CPU
 figures), writes the profile (fitted values, provenance) and validation/estream_fit.md. The prediction
@@ -42,9 +42,9 @@ def main() -> int:
     fitted = with_values(profile, fit.values)
     cpu = fit_cpu(fitted)
     loo = leave_one_out(profile)
-    lines = ["# Calibration of sd8-elite-gen5 (issues 14 and 25)", "",
-             "Written by `python validation/fit_estream.py` (moesim.calibrate.estream). Four unpublished HTP",
-             "numbers are fitted by bounded least squares to seven measured times and two soft bubble shares;",
+    lines = ["# Calibration of sd8-elite-gen5 (issues 14, 25 and 36)", "",
+             "Written by `python validation/fit_estream.py` (moesim.calibrate.estream). Five unpublished HTP",
+             "numbers are fitted by bounded least squares to eight measured times and two soft bubble shares;",
              "everything else in the profile is a specification, a measurement or derived (its provenance says",
              "which).", "",
              "## Fitted values and their bounds", "", "| field | fitted | bounds | bounds from | at bound |",

@@ -55,8 +55,9 @@ _CURVE = "llama.cpp PR #23368 Qwen3-4B curve"
 #: the points of PR #23368's curve the fit does not use (docs/background/prefill-evidence.md section 7, A1-A11)
 _CURVE_UNFITTED = ((200, 548.86), (300, 584.54), (400, 645.06), (800, 592.78), (1334, 574.65))
 _OTHER_BUILD = ("an older llama.cpp Hexagon build than the one the NPU rates are fitted to (PR #23368, after the "
-                "HMX rework); its rates are 2-8x slower, and the only EStream time (OLMoE 4K, predicted 21% slow "
-                "from the fitted curve) says EStream's runtime is not like it")
+                "HMX rework); its rates are 2-8x slower, and the EStream times (OLMoE, Mixtral and Qwen3-30B at 4K) "
+                "say EStream's runtime is not like it: it sustains 1/0.646 of the HMX rate that build's successor does "
+                "(docs/background/prefill-model.md, 'Two runtimes on one HTP')")
 
 
 @dataclass(frozen=True)

@@ -118,3 +118,29 @@ def test_timeline_is_chrome_trace(tiny_profile, olmoe, tmp_path) -> None:  # typ
     again = write_json_atomic(_sim(tiny_profile, olmoe, EStreamPolicy(banks=3), tokens=64).to_chrome_trace(),
                               tmp_path / "u.json")
     assert path.read_bytes() == again.read_bytes()   # same inputs, byte-identical timeline
+
+
+@pytest.mark.parametrize("tokens", [64, 256, 1024])
+def test_estream_is_layer_b2_with_its_banks_and_never_slower_in_its_memory(tiny_profile, olmoe, tokens) -> None:  # type: ignore[no-untyped-def]
+    """Issue 36: one read rule. EStream with G = E, B = 2 and Q = Layer-B2's is Layer-B2's schedule
+    (the same TTFT; only inactive groups are skipped, and with G = E no group is inactive), and
+    auto-configured under Layer-B2's own peak memory it is never slower."""
+    e = olmoe.moe.num_routed_experts
+    b2 = _sim(tiny_profile, olmoe, LayerB2Policy(), tokens)
+    q = b2.metrics.config.queue_depth
+    same = _sim(tiny_profile, olmoe, EStreamPolicy(group_size=e, banks=2, queue_depth=q), tokens)
+    assert same.ttft_s == b2.ttft_s and same.metrics.io_bytes == b2.metrics.io_bytes
+    auto = _sim(tiny_profile, olmoe, EStreamPolicy(queue_depth=q), tokens, budget=b2.metrics.peak_memory_GiB)
+    assert auto.ttft_s <= b2.ttft_s and auto.metrics.peak_memory_GiB <= b2.metrics.peak_memory_GiB + 1e-9
+
+
+def test_a_layer_buffer_fills_while_the_previous_layer_runs(tiny_profile, olmoe) -> None:  # type: ignore[no-untyped-def]
+    """The read rule's gate: a read of layer l may start once layer l - 1 has started, so Layer-B2's
+    second buffer (and EStream's banks) fill during the previous layer; never before it."""
+    res = _sim(tiny_profile, olmoe, EStreamPolicy(group_size=olmoe.moe.num_routed_experts, banks=2), 1024)
+    s = res.spans
+    reads = s[s.unit == "ufs"].groupby("layer").start_ns.min()
+    starts = s[(s.unit == "npu") & (s.op != "lm_head")].groupby("layer").start_ns.min()
+    early = [layer for layer in reads.index if layer > 0 and reads[layer] < starts[layer]]
+    assert early, "no layer's read started before its own non-FFN operators"
+    assert all(reads[layer] >= starts[layer - 1] for layer in reads.index if layer > 0)

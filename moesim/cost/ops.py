@@ -9,7 +9,7 @@ FLOPs count a multiply-add as 2. Token rows are padded to the backend's tile
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from moesim.config.formats import tensor_bytes
 from moesim.config.model import RECIPES, GQAttention, ModelSpec, TensorClass
@@ -167,10 +167,6 @@ def attention_op(model: ModelSpec, n: int, layer: int, be: Backend, past: int = 
         cost = cost + matmul(n, t.rows, t.row_len, tensor_bytes(fmt, t.rows, t.row_len), be)
     if isinstance(att, GQAttention):
         dqk, dv = att.head_dim, att.head_dim
-    elif be.mla_attention_flop_per_ns is not None:   # MLA on the vector unit (htp.mla_attention_unit = "hvx")
-        be = replace(be, attention_flop_per_ns=be.mla_attention_flop_per_ns, attention_on_vec=True,
-                     mla_attention_flop_per_ns=None)
-        return attention_op(model, n, layer, be, past)
     elif be.mla_absorbed:   # scores against the latent + rope key, values in the latent
         dqk, dv = att.kv_lora_rank + att.qk_rope_head_dim, att.kv_lora_rank
     else:
@@ -178,6 +174,8 @@ def attention_op(model: ModelSpec, n: int, layer: int, be: Backend, past: int = 
     pairs = _causal_pairs(n, be.tile_rows, layer_window(model, layer), past)
     products = 2.0 * pairs * att.num_heads * (dqk + dv)
     softmax = pairs * att.num_heads * FP16_B * 2 / be.elem_B_per_ns
+    if not isinstance(att, GQAttention) and be.mla_attention_flop_per_ns is not None:   # MLA on HVX
+        return cost + OpCost(vec_ns=products / be.mla_attention_flop_per_ns + softmax)
     if be.attention_flop_per_ns is not None and be.attention_on_vec:   # flash attention on HVX
         return cost + OpCost(vec_ns=products / be.attention_flop_per_ns + softmax)
     if be.attention_flop_per_ns is not None:   # its own rate on the matrix engine (the CPU's cores)

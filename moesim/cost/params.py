@@ -73,16 +73,16 @@ def npu_backend(p: MobileNPUProfile, runtime: NPURuntime = "estream") -> Backend
     per expert group and once per layer's non-FFN graph (``htp.group_dispatch_us`` each);
     llama.cpp pays ``htp.graph_overhead_us`` per layer and ``htp.call_overhead_us`` per op, its
     HMX products at ``htp.llamacpp_hmx_ratio`` of the rate. Without ``group_dispatch_us`` both
-    runtimes price calls as llama.cpp does. Without them, the one-rate model of issue 4."""
+    runtimes price calls as llama.cpp does; without the tile pipeline's two numbers, the one-rate
+    model of issue 4."""
     if p.htp.hvx_efficiency_ratio is None or p.htp.dma_GBps is None:
         return _npu_backend_one_rate(p, runtime)
     clock, contexts = p.htp.require("clock_GHz", p.name), p.htp.hvx_contexts_count
     efficiency = p.htp.require("hvx_efficiency_ratio", p.name)
     limit = hvx_dequant_GBps_limit(clock, contexts)
     hvx_fp16_flop_per_ns = contexts * (p.htp.hvx_vector_B // FP16_B) * 2.0 * clock * efficiency
-    hmx = p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3 * (_llamacpp_ratio(p) if runtime == "llamacpp" else 1.0)
     tiles = TilePipeline(
-        hmx_flop_per_ns=hmx,
+        hmx_flop_per_ns=_hmx_flop_per_ns(p, runtime),
         dequant_B_per_ns=limit * efficiency,
         dma_B_per_ns=p.htp.require("dma_GBps", p.name),
         act_B_per_ns=p.memory.peak_bw_GBps,
@@ -101,8 +101,10 @@ def npu_backend(p: MobileNPUProfile, runtime: NPURuntime = "estream") -> Backend
                 softmax_vec_ns_per_score=0.0 if on_hvx else softmax)
 
 
-def _llamacpp_ratio(p: MobileNPUProfile) -> float:
-    return p.htp.llamacpp_hmx_ratio if p.htp.llamacpp_hmx_ratio is not None else 1.0
+def _hmx_flop_per_ns(p: MobileNPUProfile, runtime: NPURuntime) -> float:
+    """The HMX rate ``runtime``'s matmul kernels sustain (llama.cpp's: ``htp.llamacpp_hmx_ratio`` of it)."""
+    ratio = p.htp.llamacpp_hmx_ratio if runtime == "llamacpp" and p.htp.llamacpp_hmx_ratio is not None else 1.0
+    return p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3 * ratio
 
 
 def _npu_backend_one_rate(p: MobileNPUProfile, runtime: NPURuntime = "estream") -> Backend:
@@ -110,9 +112,7 @@ def _npu_backend_one_rate(p: MobileNPUProfile, runtime: NPURuntime = "estream") 
     never faster than the HVX packet model allows: the calibration of issue 4, kept until the
     tile pipeline's numbers are fitted (docs/background/prefill-model.md)."""
     limit = hvx_dequant_GBps_limit(p.htp.require("clock_GHz", p.name), p.htp.hvx_contexts_count)
-    ratio = _llamacpp_ratio(p) if runtime == "llamacpp" else 1.0
-    return _npu(p, runtime, p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3 * ratio,
-                min(p.htp.require("q4_0_dequant_GBps", p.name), limit))
+    return _npu(p, runtime, _hmx_flop_per_ns(p, runtime), min(p.htp.require("q4_0_dequant_GBps", p.name), limit))
 
 
 def _npu(p: MobileNPUProfile, runtime: NPURuntime, mat_flop_per_ns: float, weight_B_per_ns: float,

@@ -7,7 +7,8 @@ memory. The fit (moesim.calibrate.estream) saw OLMoE's, Mixtral's and Qwen3-30B'
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Callable
+from functools import cache, partial
 
 from moesim.config.prefill import LayerB2Policy, PrefillRun, ResidentPolicy
 from moesim.simulate.prefill import simulate_prefill
@@ -38,6 +39,14 @@ def _run(model: str, tokens: int, policy: str = "estream", budget_GiB: float | N
     return m.ttft_s, m.peak_memory_GiB
 
 
+def _peak_GiB(model: str, tokens: int) -> float:
+    return _run(model, tokens)[1]
+
+
+def _overhead(model: str) -> float:
+    return ablation_overhead(model)[0]
+
+
 def ablation_overhead(model: str, ratio: float = ABLATION_RATIO) -> tuple[float, float]:
     """(EStream TTFT / resident TTFT - 1, resident / EStream peak memory) at 4,096 tokens, EStream
     auto-configured under a budget of resident's peak / ``ratio``."""
@@ -59,16 +68,15 @@ def versus_layer_b2() -> tuple[int, int]:
     return ahead, slower
 
 
-def _rel(name: str, reference: float, source: str, predict: object, unit: str, why: str = "") -> Case:
+def _rel(name: str, reference: float, source: str, predict: Callable[[], float], unit: str, why: str = "") -> Case:
     return Case(name=name, reference=reference, source=source, tolerance=0.15, tolerance_kind="relative",
-                predict=predict, fitted_to=False, unit=unit, expect="miss" if why else "pass",  # type: ignore[arg-type]
-                why=why)
+                predict=predict, fitted_to=False, unit=unit, expect="miss" if why else "pass", why=why)
 
 
-def _range(name: str, low: float, high: float, source: str, predict: object, unit: str, why: str = "") -> Case:
+def _range(name: str, low: float, high: float, source: str, predict: Callable[[], float], unit: str,
+           why: str = "") -> Case:
     return Case(name=name, reference=low, source=source, tolerance=0.0, tolerance_kind="range", low=low, high=high,
-                predict=predict, fitted_to=False, unit=unit, expect="miss" if why else "pass",  # type: ignore[arg-type]
-                why=why)
+                predict=predict, fitted_to=False, unit=unit, expect="miss" if why else "pass", why=why)
 
 
 _DEEPSEEK_WHY = ("about +53%: MLA on HVX in the absorbed latent form (DK 576, DV 512, as llama.cpp runs it) is 14.6 s, "
@@ -118,7 +126,7 @@ def _memory_cases() -> list[Case]:
             ("mixtral", "mixtral-8x7b", 1024, 2.77, 4.11, src_m, _MIXTRAL_MEM_WHY.format(v="2.06")),
             ("mixtral", "mixtral-8x7b", 4096, 2.77, 4.11, src_m, "")):
         cases.append(_range(f"estream/{short}-{tokens // 1024}k-peak-memory", low, high, src,
-                            lambda m=model, t=tokens: _run(m, t)[1], "GiB", why))
+                            partial(_peak_GiB, model, tokens), "GiB", why))
     return cases
 
 
@@ -128,7 +136,7 @@ def _ablation_cases() -> list[Case]:
     why = {"lfm2.5-8b-a1b": _OVERHEAD_WHY.format(v="+0.0%", g=32, ov="nothing measurable"),
            "deepseek-v2-lite": _OVERHEAD_WHY.format(v="+0.0%", g=64, ov="nothing measurable")}
     return [_range(f"estream/{m.split('-8b')[0].split('-1b')[0]}-4k-streaming-overhead", 0.043, 0.23, src,
-                   lambda m=m: ablation_overhead(m)[0], "share", why.get(m, ""))
+                   partial(_overhead, m), "share", why.get(m, ""))
             for m in ("olmoe-1b-7b", "lfm2.5-8b-a1b", "deepseek-v2-lite")]
 
 

@@ -97,7 +97,8 @@ CPU_TARGET = Target(name="estream/olmoe-4k-cpu-baseline-ttft", model=PAPER_MODEL
                     "4,096 tokens (moesim's llama.cpp-like CPU policy)")
 
 #: (section.field, lower bound, upper bound, why the bounds): the HTP numbers any HTP log can fit
-#: (``moesim calibrate device`` fits these; the reference fit adds :data:`DISPATCH_FIELD`)
+#: (``moesim calibrate device`` fits these; the reference fit adds :data:`DISPATCH_FIELD` and
+#: :data:`LLAMACPP_RATIO_FIELD`)
 FIT_FIELDS = (
     ("htp.hmx_fp16_TFLOPS", 1.0, 60.0,
      "no HMX peak is published; 1 TFLOPS is below any measured HMX prefill, 60 above the 45 TOPS int8 class"),

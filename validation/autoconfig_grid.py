@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from moesim.autoconfig.run import arena_budget, autoconfigure, exhaustive, prepare, simulate_config
+from moesim.files import write_text_atomic
 from moesim.policies.prefill.search import TIE_TOLERANCE, select
 from moesim.units import GiB
 
@@ -80,7 +81,7 @@ def main() -> int:
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    (HERE / "autoconfig_grid.csv").write_text(buf.getvalue())
+    write_text_atomic(buf.getvalue(), HERE / "autoconfig_grid.csv")
     exact = sum(r["exact"] for r in rows)
     regrets = [r["regret"] for r in rows]
     lines = ["# Auto-configurator vs exhaustive DES sweep", "",
@@ -108,7 +109,7 @@ def main() -> int:
                      f"{r['chosen_ttft_s']:.4f} | {r['fastest_ttft_s']:.4f} | {r['regret']:.4%} | {r['configs']} | "
                      f"{r['reselect_ms_median']:.2f} | {r['exhaustive_s']:.1f} | "
                      f"{r['speedup_reselect']:.0f}x / {r['speedup_first']:.0f}x |")
-    (HERE / "autoconfig_grid.md").write_text("\n".join(lines) + "\n")
+    write_text_atomic("\n".join(lines) + "\n", HERE / "autoconfig_grid.md")
     print("\n".join(lines[:8]))
     return 0
 

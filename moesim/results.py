@@ -231,6 +231,7 @@ class SpecDecodeMetrics(Frozen):
     mean_active_experts: float
     acceptance_length: float
     hbm_bytes_per_step: float
+    hbm_expert_bytes_estimate_per_step: float = 0.0   # the paper's estimate: E x MoE layers x one expert's bytes
     t_draft_s: float
     t_pred_s: float
     t_verify_s: float
@@ -242,6 +243,7 @@ class SpecDecodeMetrics(Frozen):
     predictor_accuracy: float | None
     per_layer_active_experts: list[float]
     t_verify_runtime_s: float
+    t_verify_comm_s: float = 0.0               # collectives of the verification forward (tensor / expert parallel)
     mean_verified_tokens: float
     ar: dict[str, float]
     predictor: PredictorUse
@@ -250,6 +252,7 @@ class SpecDecodeMetrics(Frozen):
     config: SpecDecodeConfig
     runtime_path: str | None = None            # the model's MoE code path on the runtime (None: the generic form)
     verify_depends_on_union: bool = True       # False: cost-aware selection cannot save verification time
+    parallel: dict[str, int] = Field(default_factory=dict)   # tensor_parallel, expert_parallel (GPUs)
     notes: list[str] = Field(default_factory=list)
 
 

@@ -29,9 +29,10 @@ from moesim.results import SpecDecodeMetrics
 from moesim.simulate.specdecode import gamma_sweep, simulate_specdecode
 
 __all__ = ["specdecode", "show_specdecode", "plot_sweep", "describe_predictor", "predictor_name",
-           "describe_draft", "check_ignored_options"]
+           "describe_draft", "check_ignored_options", "describe_comm"]
 
 _ROWS = (("mean_active_experts", "{:.3f}"), ("acceptance_length", "{:.3f}"), ("hbm_bytes_per_step", "{:,.0f}"),
+         ("hbm_expert_bytes_estimate_per_step", "{:,.0f}"),
          ("t_draft_s", "{:.4f}"), ("t_pred_s", "{:.4f}"), ("t_verify_s", "{:.4f}"), ("t_step_s", "{:.4f}"),
          ("tokens_per_s", "{:.2f}"), ("speedup_vs_ar", "{:.3f}"), ("steps", "{:,}"))
 
@@ -210,8 +211,28 @@ def show_specdecode(metrics: SpecDecodeMetrics, as_json: bool) -> None:
     if m["runtime_path"] is not None:
         click.echo(f"runtime path: {m['runtime_path']} (verification cost "
                    f"{'grows with' if m['verify_depends_on_union'] else 'does not depend on'} the union of experts)")
+    comm = describe_comm(m)
+    if comm:
+        click.echo(comm)
     for note in m["notes"]:
         click.echo(f"note: {note}")
+
+
+def describe_comm(m: dict[str, Any]) -> str:
+    """One line on the collectives of a forward spread over GPUs ('' on one GPU or a layer split)."""
+    par = m.get("parallel") or {}
+    tp, ep = int(par.get("tensor_parallel", 1)), int(par.get("expert_parallel", 1))
+    if tp <= 1:
+        return ""
+    what = f"TP {tp}" + (f", experts split {ep} ways" if ep > 1 else "")
+    how = ("an all-reduce after attention and a dispatch + combine all-to-all a MoE layer"
+           if par.get("moe_all_to_all") else "2 all-reduces a layer")
+    ar_comm, ar_t = float(m["ar"]["t_comm_s"]), float(m["ar"]["t_token_s"])
+    v_comm, v_t = float(m["t_verify_comm_s"]), float(m["t_verify_s"])
+    return (f"communication: {what} ({how}): {v_comm * 1e3:.2f} ms of T_verify ({v_comm / v_t:.0%}), "
+            f"{ar_comm * 1e3:.2f} ms of each AR token ({ar_comm / ar_t:.0%}); at batch 1 a collective's latency, "
+            "which grows with log2 of the GPUs, outweighs its bytes, so more GPUs divide the weight reads but "
+            "add this")
 
 
 def _sweep(run: SpecDecodeRun, profile: GPUServerProfile, gammas: list[int], selectors: list[str],

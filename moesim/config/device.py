@@ -318,6 +318,19 @@ class GPUSection(Section):
     bf16_dense_TFLOPS: PositiveFloat
     fp8_dense_TFLOPS: PositiveFloat
     nvlink_bw_GBps: PositiveFloat
+    # the interconnect as collectives see it (docs/background/gpu-communication.md; moesim.cost.comm)
+    collective_base_us: PositiveFloat | None = Field(
+        None, description="latency of a collective over 2 GPUs less one doubling step: alpha(p) = base + "
+                          "per_doubling x log2(p) inside a node")
+    collective_per_doubling_us: NonNegativeFloat | None = Field(
+        None, description="latency added each time the group doubles (one more step of the algorithm)")
+    allreduce_busbw_GBps: PositiveFloat | None = Field(
+        None, description="bus bandwidth of an all-reduce or all-to-all inside a node (nccl-tests busbw)")
+    gpus_per_node_count: PositiveInt | None = Field(None, description="GPUs joined by NVLink in one node")
+    internode_latency_us: PositiveFloat | None = Field(
+        None, description="latency of a collective that crosses nodes (InfiniBand)")
+    internode_bw_GBps: PositiveFloat | None = Field(
+        None, description="per-GPU bandwidth of a collective that crosses nodes (one NIC a GPU)")
 
     @model_validator(mode="after")
     def _measured_below_peak(self) -> GPUSection:
@@ -389,6 +402,17 @@ class GPURuntimeSection(Section):
     verify_layer_us: NonNegativeFloat | None = Field(
         None, description="extra host work per decoder layer of a forward over more than one token (tree mask, "
                           "cache bookkeeping of the verified tokens)")
+    tensor_parallel_count: PositiveInt | None = Field(
+        None, description="GPUs one forward spans, each layer split over them (TensorRT-LLM's tp_size; "
+                          "tensor-parallel runtimes; None: every GPU of the profile)")
+    expert_parallel_count: PositiveInt | None = Field(
+        None, description="ways the routed experts are split inside those GPUs (moe_ep_size; divides "
+                          "tensor_parallel_count; None: 1, every expert split over every GPU)")
+    moe_all_to_all_count: PositiveInt | None = Field(
+        None, description="GPUs each MoE layer exchanges tokens with by a dispatch and a combine all-to-all "
+                          "(wide-EP engines such as DeepEP; each holds 1/count of the experts; attention stays "
+                          "tensor parallel) instead of the block's all-reduce; divides tensor_parallel_count; "
+                          "None: none")
     paths: dict[str, CodePathSection] = Field(default_factory=dict)
     path_by_model: dict[str, str] = Field(default_factory=dict, description="model name -> the path it runs")
     default_path: str | None = Field(None, description="the path of a model path_by_model does not name")
@@ -481,7 +505,31 @@ class GPUServerProfile(_Profile):
         if hbm_GBps <= self.memory.peak_bw_GBps:
             raise ValueError(f"gpu.hbm_peak_bw_TBps must exceed host memory.peak_bw_GBps "
                              f"({self.memory.peak_bw_GBps} GB/s), got {self.gpu.hbm_peak_bw_TBps}")
+        rt = self.runtime
+        if rt.parallelism != "tensor-parallel":
+            for name in ("tensor_parallel_count", "expert_parallel_count"):
+                if getattr(rt, name) not in (None, 1):
+                    raise ValueError(f"runtime.{name} needs runtime.parallelism 'tensor-parallel' (a layer-split "
+                                     f"runtime runs one GPU at a time), got {getattr(rt, name)}")
+        tp, ep = self.parallel_layout()
+        if tp > self.gpu.gpus_count:
+            raise ValueError(f"runtime.tensor_parallel_count must be <= gpu.gpus_count ({self.gpu.gpus_count}), "
+                             f"got {tp}")
+        if tp % ep:
+            raise ValueError(f"runtime.expert_parallel_count must divide tensor_parallel_count ({tp}), got {ep}")
+        a2a = rt.moe_all_to_all_count
+        if a2a is not None and rt.expert_parallel_count not in (None, a2a):
+            raise ValueError(f"runtime.expert_parallel_count must equal moe_all_to_all_count ({a2a}) when both are "
+                             f"set (the all-to-all group holds the experts), got {rt.expert_parallel_count}")
         return self
+
+    def parallel_layout(self) -> tuple[int, int]:
+        """(GPUs one forward spans, ways its experts are split among them): (1, 1) on a layer-split
+        runtime; else the runtime's counts, every GPU and no expert split by default."""
+        rt = self.runtime
+        if rt.parallelism != "tensor-parallel":
+            return 1, 1
+        return rt.tensor_parallel_count or self.gpu.gpus_count, rt.moe_all_to_all_count or rt.expert_parallel_count or 1
 
     def sections(self) -> dict[str, Section]:
         return {"gpu": self.gpu, "memory": self.memory, "runtime": self.runtime}

@@ -40,9 +40,11 @@ import numpy.typing as npt
 from moesim.config.device import CodePathSection, GPUServerProfile
 from moesim.config.formats import WeightFormat
 from moesim.config.model import ModelSpec, TensorClass
+from moesim.cost.comm import CommParams, comm_params, forward_comm_s
 
 __all__ = ["VerifyParams", "PathCost", "verify_params", "path_cost", "price_path", "forward_time", "forward_bytes",
-           "ar_time", "draft_time_estimate", "mtp_draft_time", "runtime_time", "union_of_random_sets"]
+           "ar_time", "comm_time", "hidden_by_host", "draft_time_estimate", "mtp_draft_time", "runtime_time",
+           "union_of_random_sets"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -66,12 +68,15 @@ class VerifyParams:
     per_expert_s: float
     path: PathCost | None = None        # the model's code path on this runtime (None: the generic form)
     n_routed: int = 0                   # routed experts per MoE layer
+    comm: CommParams | None = None      # collectives of a forward spread over GPUs (None: none)
 
     @property
     def union_dependent(self) -> bool:
-        """Whether the forward's cost grows with the union of experts (False: cost-aware
-        selection cannot save verification time on this path)."""
-        return self.path is None or (not self.path.reads_all and self.path.hit_s > 0)
+        """Whether the forward's cost grows with the union of experts, in bytes or host work
+        (False: every expert is read whatever the routing, so cost-aware selection cannot save
+        verification time on this path; see :func:`hidden_by_host` for a path whose union
+        changes only bytes that the host's time hides)."""
+        return self.path is None or not self.path.reads_all
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,7 +133,8 @@ def _weights(model: ModelSpec) -> tuple[int, int]:
 def verify_params(profile: GPUServerProfile, model: ModelSpec) -> VerifyParams:
     """Resolve the profile's numbers for ``model`` (NotFittedError when one is pending)."""
     rt, gpu = profile.runtime, profile.gpu
-    gpus = gpu.gpus_count if rt.parallelism == "tensor-parallel" else 1
+    tp, ep = profile.parallel_layout()
+    gpus = tp
     by = model.bytes_by_class()
     embedding = 0 if model.tie_word_embeddings else by.get(TensorClass.EMBEDDING, 0)
     head = by.get(TensorClass.LM_HEAD, by.get(TensorClass.EMBEDDING, 0))
@@ -149,7 +155,9 @@ def verify_params(profile: GPUServerProfile, model: ModelSpec) -> VerifyParams:
         per_step_s=rt.require("per_step_fixed_ms", profile.name) * 1e-3,
         per_layer_s=rt.require("per_layer_fixed_us", profile.name) * 1e-6 if generic else 0.0,
         per_expert_s=rt.require("per_active_expert_us", profile.name) * 1e-6 if generic else 0.0,
-        path=path, n_routed=model.moe.num_routed_experts)
+        path=path, n_routed=model.moe.num_routed_experts,
+        comm=comm_params(gpu, tp, rt.moe_all_to_all_count or 1, hidden=model.hidden_size, top_k=model.moe.top_k,
+                         n_layers=model.num_layers, n_moe_layers=model.num_moe_layers))
 
 
 def _read_experts(p: VerifyParams, active: float | FloatArray) -> FloatArray:
@@ -204,11 +212,30 @@ def forward_time(p: VerifyParams, active: float | FloatArray,
     n = np.asarray(tokens, dtype=np.float64) + 0.0 * a
     hw = _gpu_time(p, a, n)
     if p.path is None:
-        return runtime_time(p, a) + hw
+        return runtime_time(p, a) + hw + comm_time(p, n)
     host = _host_time(p, a, n)
     if p.path.syncs:
         return host + hw
     return p.per_step_s + np.maximum(host - p.per_step_s, hw)
+
+
+def comm_time(p: VerifyParams, tokens: int | float | npt.NDArray[np.floating] | npt.NDArray[np.integer]
+              ) -> FloatArray:
+    """Seconds of collectives in one forward over ``tokens`` tokens (in series with the compute:
+    at batch 1 nothing overlaps them; 0 on one GPU or a layer-split runtime)."""
+    n = np.asarray(tokens, dtype=np.float64)
+    fixed = forward_comm_s(p.comm, 0.0)                      # latency terms: the cost is affine in the tokens
+    out: FloatArray = fixed + (forward_comm_s(p.comm, 1.0) - fixed) * n
+    return out
+
+
+def hidden_by_host(p: VerifyParams, active: float, tokens: float) -> bool:
+    """Whether, on a path with no host sync and no per-expert host work, the host's launch time
+    exceeds the GPU's for this forward: then the union changes HBM bytes but not the time."""
+    if p.path is None or p.path.reads_all or p.path.syncs or p.path.hit_s > 0:
+        return False
+    a, n = np.asarray(active, dtype=np.float64), np.asarray(tokens, dtype=np.float64)
+    return bool(_host_time(p, a, n) - p.per_step_s >= _gpu_time(p, a, n))
 
 
 def ar_time(p: VerifyParams) -> float:

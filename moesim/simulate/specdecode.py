@@ -30,9 +30,11 @@ from moesim.config.specdecode import (
 from moesim.cost.verify import (
     VerifyParams,
     ar_time,
+    comm_time,
     draft_time_estimate,
     forward_bytes,
     forward_time,
+    hidden_by_host,
     mtp_draft_time,
     runtime_time,
     verify_params,
@@ -176,13 +178,17 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
     wall0 = time.perf_counter()
     model = load_model(run.model)
     device = gpu_profile(profile if profile is not None else run.device, run.overrides)
-    capacity = device.gpu.gpus_count * device.gpu.hbm_capacity_GiB * GiB
+    tp, _ = device.parallel_layout()
+    width = tp if device.runtime.parallelism == "tensor-parallel" else device.gpu.gpus_count
+    capacity = width * device.gpu.hbm_capacity_GiB * GiB
     if model.total_weight_bytes() > capacity:
-        raise InputError("model", f"must fit the {capacity / GiB:.0f} GiB of HBM of {device.name}", model.name)
+        raise InputError("model", f"must fit the {capacity / GiB:.0f} GiB of HBM of {width} GPUs of {device.name}",
+                         model.name)
     params = verify_params(device, model)
     _overrides_used(run, device, params)
     rep = replay_run(run, trace)
     priced = _price(run, device, params, rep.stats)
+    hidden = hidden_by_host(params, priced.mean_active_experts * params.n_moe_layers, priced.mean_verified_tokens)
     wall = time.perf_counter() - wall0
     config = SpecDecodeConfig(
         **run_config("specdecode", run, device.name, profile_hash(device)), trace=rep.trace, run=saved_run(run),
@@ -193,16 +199,23 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
     metrics = SpecDecodeMetrics(
         batch_size=run.batch_size, temperature=run.temperature, acceptance_scale=scale.acceptance_scale,
         mean_active_experts=priced.mean_active_experts, acceptance_length=priced.acceptance_length,
-        hbm_bytes_per_step=priced.hbm_bytes_per_step, t_draft_s=priced.t_draft_s, t_pred_s=priced.t_pred_s,
+        hbm_bytes_per_step=priced.hbm_bytes_per_step,
+        hbm_expert_bytes_estimate_per_step=priced.mean_active_experts * params.n_moe_layers * params.expert_bytes,
+        t_draft_s=priced.t_draft_s, t_pred_s=priced.t_pred_s,
         t_verify_s=priced.t_verify_s, t_step_s=priced.t_step_s, tokens_per_s=priced.tokens_per_s,
         speedup_vs_ar=priced.speedup_vs_ar, rho=priced.rho, steps=priced.steps,
         predictor_accuracy=priced.predictor_accuracy, per_layer_active_experts=priced.per_layer_active_experts,
-        t_verify_runtime_s=priced.t_verify_runtime_s, mean_verified_tokens=priced.mean_verified_tokens,
+        t_verify_runtime_s=priced.t_verify_runtime_s,
+        t_verify_comm_s=float(np.mean(comm_time(params, np.asarray(priced.frame["verified"])))),
+        mean_verified_tokens=priced.mean_verified_tokens,
         ar=priced.ar, predictor=rep.predictor,
         sources={"t_draft_s": priced.draft_source, "t_pred_s": priced.pred_source, "temperature": t_src},
         sim={"wall_s": wall, "steps_per_wall_s": priced.steps / wall if wall > 0 else 0.0}, config=config,
         runtime_path=None if params.path is None else params.path.name,
-        verify_depends_on_union=params.union_dependent, notes=_notes(run, params))
+        verify_depends_on_union=params.union_dependent and not hidden,
+        parallel={**dict(zip(("tensor_parallel", "expert_parallel"), device.parallel_layout(), strict=True)),
+                  "moe_all_to_all": device.runtime.moe_all_to_all_count or 0},
+        notes=_notes(run, params, hidden))
     return SpecDecodeResult(metrics, priced.frame)
 
 
@@ -222,9 +235,16 @@ def _overrides_used(run: SpecDecodeRun, device: GPUServerProfile, params: Verify
             raise InputError(f"--set {key}", f"is not used: {how}", run.overrides[key])
 
 
-def _notes(run: SpecDecodeRun, params: VerifyParams) -> list[str]:
+def _notes(run: SpecDecodeRun, params: VerifyParams, hidden: bool) -> list[str]:
     """What the reader must know to read the result (the runtime path's limits)."""
-    if params.union_dependent or params.path is None:
+    if params.path is None:
+        return []
+    if hidden:
+        return [f"{run.model} runs the {params.path.name} path on this runtime: only the hit experts are read, so the "
+                "union of experts (E) sets the HBM bytes, but the host's kernel launches take longer than the GPU's "
+                "reads at this batch, so T_verify does not move with E; cost-aware selection saves bytes, not time, "
+                "here"]
+    if params.union_dependent:
         return []
     what = "every routed expert of every layer is read and computed whatever the routing"
     saves = ("the selection rule changes acceptance only: cost-aware selection cannot save verification time here"
@@ -288,6 +308,7 @@ def _price(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams, s
         t_verify_runtime_s=float(np.mean(runtime_time(params, total))),
         mean_verified_tokens=float(stats.verified.mean()),
         ar={"t_token_s": t_ar, "tokens_per_s": ar_tps, "t_step_s": t_ar_step, "mean_active_experts": ar_active,
+            "t_comm_s": float(comm_time(params, 1)),
             "hbm_bytes_per_token": float(forward_bytes(params, float(params.n_moe_layers * params.top_k)))},
         draft_source=draft_src, pred_source=pred_src, frame=frame)
 

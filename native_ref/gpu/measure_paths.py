@@ -43,10 +43,16 @@ SCHEMA = "moesim.native_ref.gpu.measure_paths/2"
 REFIT_SCHEMA = "moesim.native_ref.gpu.measure_paths.refit/1"
 #: one MoE layer of each family: (hidden, expert intermediate, routed experts, top-k), from the models'
 #: config.json (moesim/config/models/*.toml holds the same numbers; tests/unit/test_measure_paths.py checks)
+#: each measured code pattern, the model whose shapes it uses and the profile path it emulates (the
+#: pattern, not the model, names the path: h200x8-hf runs gpt-oss-120b on hf-mxfp4-ogs and DeepSeek-V3.1
+#: on hf5-fp8-hit-loop, while these patterns measure the BF16 fallback and transformers 4.x's scan)
 SHAPES: dict[str, dict[str, int | str]] = {
-    "qwen3-hit-loop": {"model": "qwen3-235b-a22b", "hidden": 4096, "inter": 1536, "experts": 128, "top_k": 8},
-    "deepseek-v3-scan": {"model": "deepseek-v3.1", "hidden": 7168, "inter": 2048, "experts": 256, "top_k": 8},
-    "gpt-oss-all-bmm": {"model": "gpt-oss-120b", "hidden": 2880, "inter": 2880, "experts": 128, "top_k": 4},
+    "qwen3-hit-loop": {"model": "qwen3-235b-a22b", "hidden": 4096, "inter": 1536, "experts": 128, "top_k": 8,
+                       "profile_path": "hf-hit-expert-loop"},
+    "deepseek-v3-scan": {"model": "deepseek-v3.1", "hidden": 7168, "inter": 2048, "experts": 256, "top_k": 8,
+                         "profile_path": "hf-all-expert-scan"},
+    "gpt-oss-all-bmm": {"model": "gpt-oss-120b", "hidden": 2880, "inter": 2880, "experts": 128, "top_k": 4,
+                        "profile_path": "hf-dense-bmm"},
 }
 PATHS = tuple(SHAPES)
 TOP_KEYS = ("schema", "device", "torch", "dtype", "scale", "layers", "repeats", "launch_us", "sync_us", "nonzero_us",
@@ -142,10 +148,10 @@ def predict_block_us(row: dict[str, Any], dtype: str, profile: Any) -> tuple[str
     from moesim.cost.verify import price_path
 
     rt, gpu = profile.runtime, profile.gpu
-    found = rt.path_of(str(row["model"]))
-    if found is None:
-        raise ValueError(f"refit: profile {profile.name} has no runtime path for {row['model']}")
-    name, path = found
+    name = str(SHAPES[str(row["path"])]["profile_path"])
+    if name not in rt.paths:
+        raise ValueError(f"refit: profile {profile.name} has no runtime path {name} (measured as {row['path']})")
+    path = rt.paths[name]
     e, k, u, t = int(row["experts"]), int(row["top_k"]), int(row["union"]), int(row["tokens"])
     cost = price_path(name, path, e, op_s=rt.per_op_us * 1e-6, sync_s=rt.host_sync_us * 1e-6,
                       layer_host_s=0.0, verify_layer_s=0.0)

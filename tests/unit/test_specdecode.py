@@ -120,11 +120,12 @@ def test_draft_sources() -> None:
 # ----- costs ---------------------------------------------------------------------------------
 def test_gpt_oss_byte_accounting() -> None:
     p = verify_params(gpu_profile("h200x8-hf"), load_model("gpt-oss-120b"))
-    assert p.path is not None and p.path.name == "hf-dense-bmm" and p.path.reads_all
-    assert p.expert_bytes == 3 * 2880 * 2880 * 2                   # dequantized to BF16 on this path
+    assert p.path is not None and p.path.name == "hf-mxfp4-ogs" and not p.path.reads_all
+    assert p.expert_bytes == 3 * 2880 * 2880 * 17 // 32            # MXFP4 kept packed on this path
     assert p.head_bytes == 201088 * 2880 * 2                       # BF16 LM head, read every step
-    every = p.non_expert_bytes + 36 * 128 * p.expert_bytes          # every expert of every layer, whatever E
-    assert float(forward_bytes(p, 36 * 11.6)) == pytest.approx(every) == float(forward_bytes(p, 36 * 4.0))
+    hit = p.non_expert_bytes + 36 * 11.6 * p.expert_bytes            # only the hit experts
+    assert float(forward_bytes(p, 36 * 11.6)) == pytest.approx(hit)
+    assert 36 * 11.6 * p.expert_bytes / 1e9 == pytest.approx(6.0, rel=0.15)   # the paper's estimate, 6.0 GB
     eff = gpu_profile("h200x8-hf").runtime.hbm_efficiency_ratio
     assert p.hbm_Bps == pytest.approx(4.8e12 * eff)                 # layer-split: one GPU at a time
     native = load_model("gpt-oss-120b").expert_bytes()

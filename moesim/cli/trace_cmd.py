@@ -24,7 +24,7 @@ from moesim.traces import (
     write_trace,
 )
 from moesim.traces.stats import TraceStats
-from moesim.traces.synth import DEFAULT_STATS
+from moesim.traces.synth import default_stats
 from moesim.traces.trace import PHASE_NAMES, RoutingTrace
 
 __all__ = ["trace"]
@@ -245,8 +245,10 @@ def _synthesize(model: str, tokens: int, fit_path: Path | None, seed: int, given
             raise InputError("--fit", "excludes the statistics options (the fit takes them from the trace)", extra)
         return synthesize(model, tokens, fit=read_trace(fit_path), seed=seed)
     if all(v is None for v in given.values()):
-        stats = None if segment_tokens is None else DEFAULT_STATS.model_copy(update={"segment_tokens": segment_tokens})
-        return synthesize(model, tokens, stats=stats, seed=seed)  # DEFAULT_STATS, stated in meta.synth.fitted_to
+        from moesim.config.catalog import load_model
+        base = default_stats(load_model(model).name)[0]
+        stats = None if segment_tokens is None else base.model_copy(update={"segment_tokens": segment_tokens})
+        return synthesize(model, tokens, stats=stats, seed=seed)  # the model's defaults, stated in meta.synth
     entropy, reuse = given["--entropy"], given["--reuse"]
     if entropy is None or reuse is None:
         raise InputError("synth", "needs both --entropy and --reuse when statistics are given",

@@ -24,7 +24,7 @@ from moesim.traces.synth_fit import FitTargets, Measured, fit_params, measure
 from moesim.traces.synth_gen import GenParams, generate, segment_plan
 from moesim.traces.trace import DECODE, PHASE_NAMES, PREFILL, RoutingTrace, SegmentInfo, TraceMeta
 
-__all__ = ["TargetStats", "synthesize", "GENERATOR", "DEFAULT_STATS"]
+__all__ = ["TargetStats", "synthesize", "GENERATOR", "DEFAULT_STATS", "MODEL_STATS", "default_stats"]
 
 GENERATOR = "moesim.traces.synth_gen v1"
 
@@ -43,6 +43,26 @@ class TargetStats(Frozen):
 #: used when neither a fit trace nor statistics are given: medians over the eight real
 #: all-layer decode traces (nvmoe x 3, gnf4 x 5) of the SOURCE.md tables (docs/traces.md)
 DEFAULT_STATS = TargetStats(entropy=0.926, reuse=0.414, coverage_128=0.815, segment_tokens=400)
+
+#: catalog models whose published figures rule the medians out, with the reason (docs/traces.md,
+#: "Per-model statistics"). DeepSeek-V3.1: the EcoSpec paper measured E = 31.4 experts a layer
+#: for 4 verified tokens of top-8 of 256 (MTP, Table 3), above even the union of 4 independent
+#: uniform draws (256 (1 - (1 - 8/256)^4) = 30.5); the medians give 23.7. Its aux-loss-free
+#: balancing (DeepSeek-V3 report, section 2.1.2) keeps the load near uniform, and consecutive
+#: tokens share almost no experts. The generator's limit, uniform load and no reuse, is the closest
+#: it can come: a bound, fitted to that one figure (E of the MTP row); the rest of the row and the
+#: EcoSpec row are predictions.
+MODEL_STATS: dict[str, TargetStats] = {
+    "deepseek-v3.1": TargetStats(entropy=1.0, reuse=0.0, segment_tokens=400),
+}
+
+
+def default_stats(model_name: str) -> tuple[TargetStats, str]:
+    """The statistics a model without a real trace is generated from, and how they are labelled."""
+    if model_name in MODEL_STATS:
+        return MODEL_STATS[model_name], (f"statistics for {model_name} (uniform load, no reuse: the bound its "
+                                         "published E of 31.4 needs; moesim.traces.synth.MODEL_STATS)")
+    return DEFAULT_STATS, "default statistics (medians of the real traces)"
 
 
 def _capped(v: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.float64]:
@@ -119,7 +139,9 @@ def synthesize(model: str | Path | ModelSpec, n_tokens: int, *, fit: RoutingTrac
     if fit is not None and stats is not None:
         raise InputError("synthesize", "takes a fit trace or target statistics, not both", "both")
     default = fit is None and stats is None
-    stats = DEFAULT_STATS if default else stats
+    default_label = ""
+    if default:
+        stats, default_label = default_stats(model.name)
     fit_seed, gen_seed = np.random.SeedSequence(seed).spawn(2)
     if fit is not None:
         if fit.meta.model != model.name:
@@ -131,7 +153,7 @@ def synthesize(model: str | Path | ModelSpec, n_tokens: int, *, fit: RoutingTrac
         layers = tuple(range(model.num_moe_layers))
         targets = _targets_from_stats(stats, model, len(layers), np.random.default_rng(fit_seed))
         lengths, phase = [stats.segment_tokens], PHASE_NAMES.index(stats.phase)
-        fitted_to = "default statistics (medians of the real traces)" if default else "user statistics"
+        fitted_to = default_label if default else "user statistics"
     key = None if fit is not None or not cache else synth_cache.fit_key(
         GENERATOR, model.model_dump(mode="json"), stats.model_dump(mode="json") if stats else None, seed)
     params, achieved = _fitted(key, targets, model, len(layers), int(fit_seed.generate_state(1)[0]))

@@ -25,6 +25,7 @@ from moesim.traces.paths import shared_traces_dir
 from moesim.traces.sources import REAL_SOURCES
 from moesim.traces.trace import RoutingTrace
 from moesim.validate.registry import Case
+from moesim.validate.specdecode_deepseek import deepseek_cases
 
 __all__ = ["specdecode_cases", "prediction_rows", "qwen3_synthetic_rows", "QWEN3_PUBLISHED", "KEYS"]
 
@@ -155,6 +156,7 @@ def specdecode_cases() -> list[Case]:
                       tolerance=0.05, tolerance_kind="relative", predict=lambda: _qwen_hbm_gb(20.5), fitted_to=False,
                       unit="GB"))
     cases += _qwen3_ecospec_cases()
+    cases += deepseek_cases()
     cases.append(Case(name="specdecode/cpu-verify-linear-in-union", reference=0.0,
                       source="measured here: one MoE layer's verification time on this CPU (per-active-expert loop "
                       "over the native Q4_0 kernel), t = a + b x union fitted on unions 8/16/24/32; value = MAPE on "

@@ -168,7 +168,7 @@ def test_cache_folder_follows_the_environment(monkeypatch: pytest.MonkeyPatch, t
 
 
 def _shipped_key(name: str) -> str:
-    model, stats = load_model(name).model_dump(mode="json"), synth.DEFAULT_STATS.model_dump(mode="json")
+    model, stats = load_model(name).model_dump(mode="json"), synth.default_stats(name)[0].model_dump(mode="json")
     return fit_key(synth.GENERATOR, model, stats, 0)
 
 

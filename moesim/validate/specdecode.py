@@ -25,7 +25,7 @@ from moesim.traces.paths import shared_traces_dir
 from moesim.traces.sources import REAL_SOURCES
 from moesim.traces.trace import RoutingTrace
 from moesim.validate.registry import Case
-from moesim.validate.specdecode_deepseek import deepseek_cases
+from moesim.validate.specdecode_table3 import batch4_cases, deepseek_cases
 
 __all__ = ["specdecode_cases", "prediction_rows", "qwen3_synthetic_rows", "QWEN3_PUBLISHED", "KEYS"]
 
@@ -156,7 +156,7 @@ def specdecode_cases() -> list[Case]:
                       tolerance=0.05, tolerance_kind="relative", predict=lambda: _qwen_hbm_gb(20.5), fitted_to=False,
                       unit="GB"))
     cases += _qwen3_ecospec_cases()
-    cases += deepseek_cases()
+    cases += deepseek_cases() + batch4_cases()
     cases.append(Case(name="specdecode/cpu-verify-linear-in-union", reference=0.0,
                       source="measured here: one MoE layer's verification time on this CPU (per-active-expert loop "
                       "over the native Q4_0 kernel), t = a + b x union fitted on unions 8/16/24/32; value = MAPE on "
@@ -261,20 +261,34 @@ def _qwen3_ecospec_cases() -> list[Case]:
                  predict=lambda: float(_qwen3_ecospec()["acceptance_length"]))]
 
 
+@cache
+def _qwen3_draft() -> Any:
+    from moesim.calibrate.ecospec import fit_draft
+    from moesim.simulate.specdecode import resolve_trace
+
+    base = calibration_run(model="qwen3-235b-a22b")
+    return fit_draft(resolve_trace(base, load_model(base.model), None), base, alpha=2.41, active=23.7)
+
+
+def qwen3_draft_update() -> dict[str, Any]:
+    """The run fields that give Qwen3-235B-A22B its draft fitted to the EAGLE-3 row (alpha 2.41, E 23.7)
+    on its synthetic trace: the draft's top-1 logit and the wrong drafts' mixture share."""
+    d = _qwen3_draft()
+    base = calibration_run(model="qwen3-235b-a22b")
+    return {"draft": {**base.draft.model_dump(), "top1_logit_mean": d.top1_logit_mean},
+            "routing": {"kind": "mixture", "context_free_share": d.context_free_share}}
+
+
 def qwen3_synthetic_rows() -> list[dict[str, Any]]:
     """Qwen3-235B-A22B on a SYNTHETIC trace (no real one exists): the draft model fitted to its
     EAGLE-3 alpha and E (not written anywhere), priced on h200x8-hf as calibrated (its
     hf-hit-expert-loop path, fitted jointly with gpt-oss-120b), then the EcoSpec rule with the
     paper's 82% predictor, without refitting."""
-    from moesim.calibrate.ecospec import fit_draft
     from moesim.simulate.specdecode import resolve_trace
 
-    base = calibration_run(model="qwen3-235b-a22b")
+    base = calibration_run(model="qwen3-235b-a22b", **qwen3_draft_update())
     trace = resolve_trace(base, load_model(base.model), None)
-    d = fit_draft(trace, base, alpha=2.41, active=23.7)
-    base = calibration_run(model="qwen3-235b-a22b", draft={**base.draft.model_dump(), "top1_logit_mean":
-                                                           d.top1_logit_mean},
-                           routing={"kind": "mixture", "context_free_share": d.context_free_share})
+    d = _qwen3_draft()
     a82 = {"kind": "accuracy", "fraction": 0.82}
     rows = [_row("qwen3-synthetic", f"{name}, {'accuracy 0.82' if upd else 'fitted'}",
                  SpecDecodeRun.model_validate({**base.model_dump(), **upd}), trace) for name, upd in _rules(a82)]

@@ -52,6 +52,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
              "Plot sweep results: a metric against an input, or the latency-memory trade-off."),
     "prefill": ("prefill_cmd", "prefill",
                 "Simulate MoE prefill with expert streaming (EStream) or a baseline policy."),
+    "require": ("require_cmd", "require",
+                "The least value of a hardware resource that meets a TTFT or tokens/s target, the rest fixed."),
     "rerun": ("rerun_cmd", "rerun",
               "Re-run a saved --json result (prefill, specdecode or decode) from the configuration it carries."),
     "specdecode": ("specdecode_cmd", "specdecode",

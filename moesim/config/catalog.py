@@ -6,6 +6,7 @@ wherever a model is taken, and the same schema and checks apply.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -47,8 +48,25 @@ def _bundled(name: str) -> ModelSpec:
     return model
 
 
+def _import_json(path: Path) -> ModelSpec:
+    from moesim.config.hf_import import model_from_hf_config, model_name_from, read_hf_config
+
+    return model_from_hf_config(read_hf_config(path, "model"), name=model_name_from(path), source=str(path))
+
+
+def _import_gguf(path: Path) -> ModelSpec:
+    from moesim.config.gguf_import import model_from_gguf
+
+    return model_from_gguf(path, flag="model").model
+
+
+#: file suffix -> importer, for ``--model path/to/config.json`` and ``--model model.gguf``
+_IMPORTED: dict[str, Callable[[Path], ModelSpec]] = {".json": _import_json, ".gguf": _import_gguf}
+
+
 def load_model(name_or_path: str | Path) -> ModelSpec:
-    """A bundled model by name, or a model TOML file by path.
+    """A bundled model by name, or a model TOML file by path; a Hugging Face ``config.json`` (a
+    path ending in ``.json``) or a GGUF file (``.gguf``) is imported with the importer's defaults.
 
     >>> load_model("olmoe-1b-7b").expert_bytes("q4_0")
     3538944
@@ -59,12 +77,17 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
     path = Path(text)
     if not text.strip() or is_dir(path):        # '' is the current folder to Path
         names = ", ".join(model_names())
-        raise InputError("model", f"must name a catalog model ({names}) or a .toml file", text)
+        raise InputError("model", f"must name a catalog model ({names}) or a .toml, .json or .gguf file", text)
+    if path.suffix in _IMPORTED:            # imported in memory, as ``moesim models import`` would write it
+        model = _IMPORTED[path.suffix](path)
+        check_own_name(model.name, path, CATALOG_DIR, "model")
+        return model
     if path.suffix == ".toml" or exists(path):
         model = _read(path)
         check_own_name(model.name, path, CATALOG_DIR, "model")
         return model
-    raise InputError("model", f"must be a catalog name ({', '.join(model_names())}) or a .toml file", text)
+    raise InputError("model", f"must be a catalog name ({', '.join(model_names())}) or a .toml, .json or .gguf file",
+                     text)
 
 
 def list_models() -> list[ModelSpec]:

@@ -27,6 +27,24 @@ class WeightFormat(str, Enum):
     Q5_K = "Q5_K"
     Q6_K = "Q6_K"
     MXFP4 = "MXFP4"
+    # GGUF types a quantised file may hold (``moesim models import model.gguf``): bytes per block
+    # as in ggml's type table (``gguf.constants.GGML_QUANT_SIZES``).
+    Q4_1 = "Q4_1"
+    Q5_0 = "Q5_0"
+    Q5_1 = "Q5_1"
+    Q2_K = "Q2_K"
+    Q3_K = "Q3_K"
+    IQ1_S = "IQ1_S"
+    IQ1_M = "IQ1_M"
+    IQ2_XXS = "IQ2_XXS"
+    IQ2_XS = "IQ2_XS"
+    IQ2_S = "IQ2_S"
+    IQ3_XXS = "IQ3_XXS"
+    IQ3_S = "IQ3_S"
+    IQ4_NL = "IQ4_NL"
+    IQ4_XS = "IQ4_XS"
+    TQ1_0 = "TQ1_0"
+    TQ2_0 = "TQ2_0"
     FP8 = "FP8"
     FP16 = "FP16"
     BF16 = "BF16"
@@ -57,6 +75,17 @@ FORMAT_INFO: dict[WeightFormat, FormatInfo] = {
                                   "32 B of high bits + 128 B of 4-bit weights", fallback=WeightFormat.Q8_0),
     WeightFormat.Q6_K: FormatInfo(256, 210, "GGUF K-quant super-block of 256", fallback=WeightFormat.Q8_0),
     WeightFormat.MXFP4: FormatInfo(32, 17, "OCP MX: E8M0 scale + 32 x FP4 (E2M1)", fallback=WeightFormat.FP16),
+    **{f: FormatInfo(w, b, f"GGUF {f.value}: {b} B per block of {w} (ggml type table)", fallback=fb)
+       for f, w, b, fb in [
+           # fallbacks as llama.cpp's quantiser takes them for a row the block does not divide
+           (WeightFormat.Q4_1, 32, 20, WeightFormat.FP16), (WeightFormat.Q5_0, 32, 22, WeightFormat.FP16),
+           (WeightFormat.Q5_1, 32, 24, WeightFormat.FP16), (WeightFormat.IQ4_NL, 32, 18, WeightFormat.FP16),
+           (WeightFormat.Q2_K, 256, 84, WeightFormat.IQ4_NL), (WeightFormat.Q3_K, 256, 110, WeightFormat.IQ4_NL),
+           (WeightFormat.IQ1_S, 256, 50, WeightFormat.IQ4_NL), (WeightFormat.IQ1_M, 256, 56, WeightFormat.IQ4_NL),
+           (WeightFormat.IQ2_XXS, 256, 66, WeightFormat.IQ4_NL), (WeightFormat.IQ2_XS, 256, 74, WeightFormat.IQ4_NL),
+           (WeightFormat.IQ2_S, 256, 82, WeightFormat.IQ4_NL), (WeightFormat.IQ3_XXS, 256, 98, WeightFormat.IQ4_NL),
+           (WeightFormat.IQ3_S, 256, 110, WeightFormat.IQ4_NL), (WeightFormat.IQ4_XS, 256, 136, WeightFormat.IQ4_NL),
+           (WeightFormat.TQ1_0, 256, 54, WeightFormat.Q4_0), (WeightFormat.TQ2_0, 256, 66, WeightFormat.Q4_0)]},
     WeightFormat.FP8: FormatInfo(1, 1, "E4M3 + FP32 scale per 128x128 block (DeepSeek-V3)", square_scale_block=128),
     WeightFormat.FP16: FormatInfo(1, 2, "IEEE half"),
     WeightFormat.BF16: FormatInfo(1, 2, "bfloat16"),

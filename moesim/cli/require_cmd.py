@@ -151,7 +151,7 @@ def _show(answers: list[Any], work: Any, option: str, target: float, plot: str |
                    "answers": [_as_json(a) for a in answers], **({"plot": plot} if plot else {})})
     elif len(missed) < len(answers):      # an answer that is all "not reachable" is its one error line
         click.echo(title)
-        emit_table(["resource", "field", "profile", "threshold", work.metric, "at 0.99x (1 GPU less)"
+        emit_table(["resource", "field", "profile", "threshold", work.metric, "at 0.99x (half the GPUs)"
                     if any(a.resource.integer for a in answers) else "at 0.99x", "binding at threshold"],
                    [_row(a) for a in answers])
         click.echo("curve (fast evaluator):")

@@ -14,7 +14,7 @@ from .search import Found, least_integer, least_meeting, round_up
 
 __all__ = ["Workload", "Answer", "require", "meets_target", "BELOW"]
 
-#: the value below the answer that must fail: 0.99x (an integer resource: one less)
+#: the value below the answer that must fail: 0.99x (a GPU count: the next smaller power of two)
 BELOW = 0.99
 
 
@@ -47,7 +47,7 @@ class Answer:
     span: tuple[float, float]
     threshold: float | None
     at_threshold: Confirmed | None        # the full model at the threshold
-    below_value: float | None              # 0.99x the threshold (one GPU less); None at the range's low end
+    below_value: float | None              # 0.99x the threshold (half the GPUs); None at the range's low end
     below: Confirmed | None                # the full model there
     monotone: bool                         # the values tried never met below a failing one
     curve: tuple[tuple[float, float | None], ...]   # every value tried by the search, its predicted metric
@@ -110,7 +110,7 @@ def require(work: Workload, res: Resource, target: float, full_grid: bool = Fals
     at = below = None
     if found.value is not None:
         value = _rounded(found, span, res.integer)
-        below_value = None if found.at_low_end else (value - 1 if res.integer else value * BELOW)
+        below_value = None if found.at_low_end else (value / 2 if res.integer else value * BELOW)
         at = work.confirm(res, value)
         below = None if below_value is None else work.confirm(res, below_value)
     return Answer(resource=res, metric=work.metric, target=target, profile_value=profile_value(res, work.device),

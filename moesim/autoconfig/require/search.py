@@ -113,9 +113,11 @@ def _meets(gap: Gap, gaps: dict[float, float | None], ok: dict[float, bool], v: 
 
 
 def least_integer(meets: Callable[[int], bool], low: int, high: int) -> Found:
-    """The least integer in [low, high] with ``meets`` true; every integer is tried (the curve
-    may be non-monotone, e.g. GPU counts whose communication outgrows their bandwidth)."""
-    tried = {float(n): meets(n) for n in range(low, high + 1)}
+    """The least power of two in [low, high] with ``meets`` true (a tensor-parallel layout splits
+    heads and hidden size evenly: 1, 2, 4, 8 ... GPUs); every one is tried (the curve may be
+    non-monotone, e.g. GPU counts whose communication outgrows their bandwidth)."""
+    counts = [2 ** i for i in range(high.bit_length()) if low <= 2 ** i <= high]
+    tried = {float(n): meets(n) for n in counts}
     met = [v for v in sorted(tried) if tried[v]]
     return Found(value=met[0] if met else None, tried=tried, monotone=_monotone(tried),
                  at_low_end=bool(met) and met[0] == low)

@@ -28,8 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from moesim.config.catalog import load_model
 from moesim.config.model import ModelSpec
+from moesim.config.profiles import gpu_profile
 from moesim.config.specdecode import MTP_TOP1_LOGIT, DraftAccuracy, DraftTree, SpecDecodeRun
+from moesim.cost.verify import comm_time, verify_params
 from moesim.errors import MoesimError
 from moesim.simulate.specdecode import simulate_specdecode
 from moesim.validate.gpu_devices import (
@@ -221,9 +224,6 @@ def tpot_table(use_aic: bool = True) -> str:
     the absolute level and the sign of adding GPUs (communication grows, weight reads shrink)."""
     lines = ["| model | GPUs (TP = EP) | moesim TPOT (ms) | of which collectives (ms) | aiconfigurator TPOT (ms) | "
              "moesim / aic | aic source |", "|---|---|---|---|---|---|---|"]
-    from moesim.config.catalog import load_model
-    from moesim.config.profiles import gpu_profile
-    from moesim.cost.verify import comm_time, verify_params
     for (model, gpus), recorded in AIC_TPOT_MS.items():
         ours = decode_s_per_token("h200x8-fused", model, gpus) * 1e3
         comm = float(comm_time(verify_params(gpu_profile("h200x8-fused", {"gpu.gpus_count": float(gpus)}),

@@ -531,6 +531,11 @@ class GPUServerProfile(_Profile):
             return 1, 1
         return rt.tensor_parallel_count or self.gpu.gpus_count, rt.moe_all_to_all_count or rt.expert_parallel_count or 1
 
+    def weight_gpus(self) -> int:
+        """GPUs whose HBM holds the weights: those one forward spans on a tensor-parallel runtime,
+        every GPU of the profile on a layer-split one."""
+        return self.parallel_layout()[0] if self.runtime.parallelism == "tensor-parallel" else self.gpu.gpus_count
+
     def sections(self) -> dict[str, Section]:
         return {"gpu": self.gpu, "memory": self.memory, "runtime": self.runtime}
 

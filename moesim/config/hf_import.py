@@ -42,7 +42,7 @@ class ImportFormats(Frozen):
 
 def read_hf_config(path: str | Path, flag: str = "SRC") -> dict[str, Any]:
     """The JSON object of a ``config.json`` file (read within the size cap of a config)."""
-    data = parse_json(read_input(path, flag, "config"), flag, source=str(path), what="config.json")
+    data = parse_json(read_input(path, flag, "config"), flag, source=str(path), what="a JSON config.json")
     if not isinstance(data, dict):
         raise InputError("config.json", "must be a JSON object", type(data).__name__, source=str(path))
     return data

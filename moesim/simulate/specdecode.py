@@ -178,8 +178,7 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
     wall0 = time.perf_counter()
     model = load_model(run.model)
     device = gpu_profile(profile if profile is not None else run.device, run.overrides)
-    tp, _ = device.parallel_layout()
-    width = tp if device.runtime.parallelism == "tensor-parallel" else device.gpu.gpus_count
+    width, (tp, ep) = device.weight_gpus(), device.parallel_layout()
     capacity = width * device.gpu.hbm_capacity_GiB * GiB
     if model.total_weight_bytes() > capacity:
         raise InputError("model", f"must fit the {capacity / GiB:.0f} GiB of HBM of {width} GPUs of {device.name}",
@@ -206,14 +205,14 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
         speedup_vs_ar=priced.speedup_vs_ar, rho=priced.rho, steps=priced.steps,
         predictor_accuracy=priced.predictor_accuracy, per_layer_active_experts=priced.per_layer_active_experts,
         t_verify_runtime_s=priced.t_verify_runtime_s,
-        t_verify_comm_s=float(np.mean(comm_time(params, np.asarray(priced.frame["verified"])))),
+        t_verify_comm_s=float(comm_time(params, priced.mean_verified_tokens)),   # affine in the tokens
         mean_verified_tokens=priced.mean_verified_tokens,
         ar=priced.ar, predictor=rep.predictor,
         sources={"t_draft_s": priced.draft_source, "t_pred_s": priced.pred_source, "temperature": t_src},
         sim={"wall_s": wall, "steps_per_wall_s": priced.steps / wall if wall > 0 else 0.0}, config=config,
         runtime_path=None if params.path is None else params.path.name,
         verify_depends_on_union=params.union_dependent and not hidden,
-        parallel={**dict(zip(("tensor_parallel", "expert_parallel"), device.parallel_layout(), strict=True)),
+        parallel={"tensor_parallel": tp, "expert_parallel": ep,
                   "moe_all_to_all": device.runtime.moe_all_to_all_count or 0},
         notes=_notes(run, params, hidden))
     return SpecDecodeResult(metrics, priced.frame)

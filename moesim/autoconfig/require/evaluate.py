@@ -121,9 +121,7 @@ class PrefillWorkload:
 def fits_hbm(model: ModelSpec, device: GPUServerProfile) -> bool:
     """Whether the model's weights fit the HBM of the GPUs one forward spans (the rule of
     :func:`moesim.simulate.specdecode.simulate_specdecode`)."""
-    tp, _ = device.parallel_layout()
-    width = tp if device.runtime.parallelism == "tensor-parallel" else device.gpu.gpus_count
-    return model.total_weight_bytes() <= width * device.gpu.hbm_capacity_GiB * GiB
+    return model.total_weight_bytes() <= device.weight_gpus() * device.gpu.hbm_capacity_GiB * GiB
 
 
 @dataclass(kw_only=True)

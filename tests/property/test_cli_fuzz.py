@@ -273,19 +273,22 @@ def test_fuzzed_grids_end_cleanly(grid: tuple[str, bool], capsys: pytest.Capture
 
 # ----- outputs that are not regular files (issue 23) ---------------------------------------------
 #: what may stand where an output goes: made in the test's folder (device nodes with mknod)
+_DOCS_EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 _SPECIALS = ["new", "regular", "chardev", "fifo", "socket", "folder", "link-to-chardev", "link-to-fifo",
              "link-to-regular", "dangling-link", "/dev/full", "/dev/null", "name-at-255", "name-of-256"]
 _OUTPUTS = {"prefill": ["prefill", "--model", "flame-moe-290m", "--tokens", "16", "--timeline"],
             "decode": ["decode", "--model", "olmoe-1b-7b", "--tokens", "4", "--timeline"],
             "calibrate-device": ["calibrate", "device", "fuzzed", "--llama-bench",
                                  str(Path(__file__).resolve().parents[2] / "validation" / "logs"
-                                     / "llamacpp-pr23368-s26plus-htp0-qwen3-4b.md"), "--force", "--out"]}
+                                     / "llamacpp-pr23368-s26plus-htp0-qwen3-4b.md"), "--force", "--out"],
+            "models-import": ["models", "import", str(_DOCS_EXAMPLES / "glm-4.5-air" / "config.json"), "-o"]}
 _IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 #: an earlier output of each command: what that command's output option may replace
 _TIMELINE = '{"displayTimeUnit":"ms","traceEvents":[]}'
-_EARLIER = {"prefill": _TIMELINE, "decode": _TIMELINE, "calibrate-device": 'name = "fuzzed"\nkind = "mobile-npu"\n'}
+_EARLIER = {"prefill": _TIMELINE, "decode": _TIMELINE, "calibrate-device": 'name = "fuzzed"\nkind = "mobile-npu"\n',
+            "models-import": (_DOCS_EXAMPLES / "glm-4.5-air.toml").read_text()}
 
 
 def _make_output(special: str, folder: Path, suffix: str, command: str = "prefill") -> Path:

@@ -285,3 +285,38 @@ def test_cli_sweep_output_must_be_a_regular_file(run_cli, tmp_path: Path) -> Non
     res = run_cli("sweep", str(tmp_path / "grid.toml"), "-o", str(node))
     assert res.code == 2 and "-o must be a regular file: a sweep keeps its parts folder" in res.err
     assert names(tmp_path) == ["grid.toml", "out.parquet"] and kind(node) == "c"
+
+
+GLM_CONFIG = Path(__file__).resolve().parents[2] / "docs" / "examples" / "glm-4.5-air" / "config.json"
+
+
+@needs_root
+def test_cli_models_import_to_a_char_device(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    node = chardev(tmp_path / "model.toml")
+    res = run_cli("models", "import", str(GLM_CONFIG), "-o", str(node))
+    assert res.code == 0, res.err
+    assert kind(node) == "c" and names(tmp_path) == ["model.toml"]
+
+
+def test_cli_models_import_to_a_fifo_or_a_folder(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    fifo, folder = _fifo(tmp_path), tmp_path / "adir"
+    folder.mkdir()
+    for dest in (fifo, folder):
+        res = run_cli("models", "import", str(GLM_CONFIG), "-o", str(dest))
+        assert res.code == 2 and res.err.count("\n") == 1 and res.err.startswith("moesim: error: -o must")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and folder.is_dir() and names(folder) == []
+
+
+@needs_root
+def test_cli_require_plot_to_a_char_device_or_a_folder(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("matplotlib")
+    node, folder = chardev(tmp_path / "curve.png"), tmp_path / "plots.png"
+    folder.mkdir()
+    args = ("require", "--model", "gpt-oss-120b", "--device", "h200x8-fused", "--resource", "hbm",
+            "--tokens-per-s", "300", "--plot")
+    res = run_cli(*args, str(node))
+    assert res.code == 0, res.err
+    assert kind(node) == "c"
+    res = run_cli(*args, str(folder))
+    assert res.code == 2 and "--plot must name a file, not a folder" in res.err and folder.is_dir()
+    assert names(tmp_path) == ["curve.png", "plots.png"]

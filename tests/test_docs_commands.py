@@ -36,6 +36,8 @@ CANNOT_RUN = {
     "moesim calibrate host": "re-measures this machine's CPU for minutes and rewrites its profile",
     "moesim calibrate estream": "rewrites the bundled phone profile",
     "moesim validate --only host/ --remeasure": "re-measures this machine's CPU (minutes)",
+    "moesim models import Qwen3-30B-A3B-Q4_K_M.gguf -o qwen3-30b-q4km.toml":
+        "reads an 18 GB GGUF the user downloads; tests/unit/test_gguf_import.py writes small GGUFs with gguf's writer",
     "moesim validate": "runs every validation case (minutes): tests/unit/test_validate.py runs it (slow)",
 }
 

@@ -310,7 +310,9 @@ def test_specdecode_validation_cases_match_their_records() -> None:
     # every other case does what its record says: pass, or miss a figure for its stated reason
     assert [(r.name, r.status) for r in results
             if r.name != timed and r.status not in ("pass", "known miss")] == []
-    assert {r.name for r in results if r.status == "known miss"} == {"specdecode/qwen3-235b-ecospec-active-experts"}
+    assert {r.name for r in results if r.status == "known miss"} == {
+        "specdecode/qwen3-235b-ecospec-active-experts", "specdecode/gpt-oss-120b-verify-drop",
+        "specdecode/path-gpt-oss-120b-ecospec-t-verify", "specdecode/qwen3-235b-a22b-ecospec-batch4-active-experts"}
     measured = [r for r in results if r.name == timed]
     assert measured and (measured[0].skipped or 0.0 <= measured[0].predicted < 1.0)
 

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
 from moesim.config.base import Frozen
 from moesim.config.sections import Section
@@ -381,6 +390,18 @@ class CodePathSection(Section):
                                            "syncs_per_hit_expert")) > 0
 
 
+class WeightOnlyKernel(BaseModel):
+    """A MoE kernel that dequantizes its expert weights (the tensor cores cannot read the format)."""
+
+    model_config = ConfigDict(extra="forbid")
+    dequant_TOPS: PositiveFloat = Field(
+        description="trillions of weights one GPU dequantizes a second: the expert reads take the longer of "
+                    "their bytes and their dequantization")
+    extra_moe_layer_us: NonNegativeFloat = Field(
+        description="fixed time of each MoE layer's kernel beyond a native-format kernel's (which "
+                    "per_layer_fixed_us holds)")
+
+
 class GPURuntimeSection(Section):
     """The serving software, separate from the hardware (BRIEF.md section 2).
 
@@ -413,6 +434,25 @@ class GPURuntimeSection(Section):
                           "(wide-EP engines such as DeepEP; each holds 1/count of the experts; attention stays "
                           "tensor parallel) instead of the block's all-reduce; divides tensor_parallel_count; "
                           "None: none")
+    moe_parallel: Literal["tensor", "expert"] | None = Field(
+        None, description="how the MoE block splits the experts over the forward's GPUs when "
+                          "expert_parallel_count is not given: 'tensor' (default) splits every expert over every "
+                          "GPU, 'expert' gives each GPU whole experts, 1/tensor_parallel_count of them "
+                          "(TensorRT-LLM moe_ep_size = tp_size); the GPU holding the most of a step's experts "
+                          "sets its pace")
+    weight_only: dict[str, WeightOnlyKernel] = Field(
+        default_factory=dict,
+        description="expert format -> the MoE kernel of a format the tensor cores cannot read (MXFP4 on "
+                    "Hopper: weight-only w4a16), which dequantizes every weight it reads")
+    allreduce_base_us: PositiveFloat | None = Field(
+        None, description="the engine's own all-reduce kernel (one-shot: each GPU reads every peer's buffer), "
+                          "latency at 1 GPU of the fit alpha(p) = base + per_doubling x log2(p); None: NCCL's, "
+                          "from the gpu section")
+    allreduce_per_doubling_us: NonNegativeFloat | None = Field(
+        None, description="the engine all-reduce's latency added per doubling of the GPUs")
+    allreduce_peer_GBps: PositiveFloat | None = Field(
+        None, description="the engine all-reduce's read rate of one peer's buffer: time = alpha(p) + (p - 1) x "
+                          "bytes / rate")
     paths: dict[str, CodePathSection] = Field(default_factory=dict)
     path_by_model: dict[str, str] = Field(default_factory=dict, description="model name -> the path it runs")
     default_path: str | None = Field(None, description="the path of a model path_by_model does not name")
@@ -529,7 +569,8 @@ class GPUServerProfile(_Profile):
         rt = self.runtime
         if rt.parallelism != "tensor-parallel":
             return 1, 1
-        return rt.tensor_parallel_count or self.gpu.gpus_count, rt.moe_all_to_all_count or rt.expert_parallel_count or 1
+        tp = rt.tensor_parallel_count or self.gpu.gpus_count
+        return tp, rt.moe_all_to_all_count or rt.expert_parallel_count or (tp if rt.moe_parallel == "expert" else 1)
 
     def weight_gpus(self) -> int:
         """GPUs whose HBM holds the weights: those one forward spans on a tensor-parallel runtime,

@@ -7,6 +7,12 @@ docs/background/gpu-communication.md):
     all_reduce(p, B)  = alpha(p) + 2 (p - 1) / p * B / allreduce_busbw                  (ring form)
     all_to_all(p, B)  = alpha(p) + (p - 1) / p * B / allreduce_busbw
 
+An engine with its own all-reduce kernel (TensorRT-LLM's one-shot custom all-reduce: every GPU
+reads each peer's buffer over NVLink) names it in the ``runtime`` section, and inside a node its
+all-reduces are priced instead as
+
+    all_reduce(p, B)  = allreduce_base + allreduce_per_doubling * log2(p) + (p - 1) * B / allreduce_peer
+
 A group wider than ``gpus_per_node_count`` crosses the nodes' InfiniBand: its latency is
 ``internode_latency_us`` and its bandwidth ``internode_bw_GBps`` per GPU. One GPU
 communicates nothing. Per decoder layer of a forward over ``n`` tokens (activations of
@@ -32,7 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from moesim.config.device import GPUSection
+from moesim.config.device import GPURuntimeSection, GPUSection
 
 __all__ = ["CommParams", "comm_params", "all_reduce_s", "all_to_all_s", "layer_comm_s", "forward_comm_s"]
 
@@ -55,10 +61,18 @@ class CommParams:
     top_k: int
     n_layers: int
     n_moe_layers: int
+    engine: tuple[float, float, float] | None = None    # the engine's all-reduce: (base s, per doubling s, peer B/s)
+
+
+def _engine_allreduce(rt: GPURuntimeSection | None) -> tuple[float, float, float] | None:
+    if rt is None or rt.allreduce_base_us is None:
+        return None
+    return (rt.allreduce_base_us * 1e-6, rt.require("allreduce_per_doubling_us") * 1e-6,
+            rt.require("allreduce_peer_GBps") * 1e9)
 
 
 def comm_params(gpu: GPUSection, tp: int, ep: int, *, hidden: int, top_k: int, n_layers: int,
-                n_moe_layers: int) -> CommParams | None:
+                n_moe_layers: int, runtime: GPURuntimeSection | None = None) -> CommParams | None:
     """The profile's interconnect for a forward over ``tp`` GPUs whose MoE layers exchange tokens by
     all-to-all over ``ep`` of them (``ep`` 1: all-reduce) (None: one GPU, nothing to price)."""
     if tp <= 1:
@@ -70,7 +84,8 @@ def comm_params(gpu: GPUSection, tp: int, ep: int, *, hidden: int, top_k: int, n
                       per_doubling_s=v["collective_per_doubling_us"] * 1e-6,
                       busbw_Bps=v["allreduce_busbw_GBps"] * 1e9, gpus_per_node=int(v["gpus_per_node_count"]),
                       internode_s=v["internode_latency_us"] * 1e-6, internode_Bps=v["internode_bw_GBps"] * 1e9,
-                      hidden=hidden, top_k=top_k, n_layers=n_layers, n_moe_layers=n_moe_layers)
+                      hidden=hidden, top_k=top_k, n_layers=n_layers, n_moe_layers=n_moe_layers,
+                      engine=_engine_allreduce(runtime))
 
 
 def _alpha_bw(c: CommParams, p: int, span: int) -> tuple[float, float]:
@@ -90,6 +105,9 @@ def all_reduce_s(c: CommParams, p: int, nbytes: float, span: int = 0) -> float:
     """
     if p <= 1:
         return 0.0
+    if c.engine is not None and (span or p) <= c.gpus_per_node:
+        base, per_doubling, peer = c.engine
+        return base + per_doubling * math.log2(p) + (p - 1) * nbytes / peer
     alpha, bw = _alpha_bw(c, p, span or p)
     return alpha + 2.0 * (p - 1) / p * nbytes / bw
 

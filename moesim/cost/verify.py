@@ -41,10 +41,10 @@ from moesim.config.device import CodePathSection, GPUServerProfile
 from moesim.config.formats import WeightFormat
 from moesim.config.model import ModelSpec, TensorClass
 from moesim.cost.comm import CommParams, comm_params, forward_comm_s
+from moesim.cost.routing_stats import busiest_of_one_token
 
 __all__ = ["VerifyParams", "PathCost", "verify_params", "path_cost", "price_path", "forward_time", "forward_bytes",
-           "ar_time", "comm_time", "hidden_by_host", "draft_time_estimate", "mtp_draft_time", "runtime_time",
-           "union_of_random_sets"]
+           "ar_time", "ar_busiest", "comm_time", "kv_read_s", "hidden_by_host", "runtime_time"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -69,6 +69,11 @@ class VerifyParams:
     path: PathCost | None = None        # the model's code path on this runtime (None: the generic form)
     n_routed: int = 0                   # routed experts per MoE layer
     comm: CommParams | None = None      # collectives of a forward spread over GPUs (None: none)
+    kv_bytes_per_token: int = 0         # KV cache of one context token, every layer (attention reads it)
+    kv_Bps: float = 0.0                 # bandwidth the KV reads get: the GPUs holding distinct KV shards
+    ep: int = 1                         # expert-parallel groups: each holds 1/ep of the experts on tp/ep GPUs
+    dequant_weights_per_s: float = 0.0  # all GPUs' dequantization rate of the expert format (0: not bound)
+    dequant_layer_s: float = 0.0        # extra fixed time of a MoE layer's weight-only kernel
 
     @property
     def union_dependent(self) -> bool:
@@ -130,6 +135,20 @@ def _weights(model: ModelSpec) -> tuple[int, int]:
     return dense, sum(t.weights for t in model.expert_tensors())
 
 
+def _expert_format(model: ModelSpec, found: tuple[str, CodePathSection] | None) -> str:
+    """The format the expert weights are read in (a code path may name its own, e.g. dequantized BF16)."""
+    if found is not None and found[1].expert_format is not None:
+        return str(found[1].expert_format)
+    fmt = model.native_formats.expert
+    return str(getattr(fmt, "value", fmt))
+
+
+def _kv_shards(model: ModelSpec) -> int:
+    """GPUs that can hold distinct parts of the KV cache: one per KV head (1 for an MLA latent)."""
+    heads = getattr(model.attention, "num_kv_heads", None)
+    return int(heads) if heads else 1
+
+
 def verify_params(profile: GPUServerProfile, model: ModelSpec) -> VerifyParams:
     """Resolve the profile's numbers for ``model`` (NotFittedError when one is pending)."""
     rt, gpu = profile.runtime, profile.gpu
@@ -147,6 +166,7 @@ def verify_params(profile: GPUServerProfile, model: ModelSpec) -> VerifyParams:
         fmt = WeightFormat(found[1].expert_format)
         expert_bytes = model.expert_bytes(model.native_formats.model_copy(update={"expert": fmt}))
     generic = path is None
+    kernel = rt.weight_only.get(_expert_format(model, found))
     return VerifyParams(
         n_layers=model.num_layers, n_moe_layers=model.num_moe_layers, top_k=model.moe.top_k,
         expert_bytes=expert_bytes, non_expert_bytes=model.resident_non_expert_bytes() - embedding,
@@ -156,8 +176,12 @@ def verify_params(profile: GPUServerProfile, model: ModelSpec) -> VerifyParams:
         per_layer_s=rt.require("per_layer_fixed_us", profile.name) * 1e-6 if generic else 0.0,
         per_expert_s=rt.require("per_active_expert_us", profile.name) * 1e-6 if generic else 0.0,
         path=path, n_routed=model.moe.num_routed_experts,
+        kv_bytes_per_token=model.kv_cache_bytes_per_token(), ep=ep,
+        dequant_weights_per_s=0.0 if kernel is None else kernel.dequant_TOPS * 1e12 * gpus,
+        dequant_layer_s=0.0 if kernel is None else kernel.extra_moe_layer_us * 1e-6,
+        kv_Bps=gpu.hbm_peak_bw_TBps * 1e12 * eff * min(gpus, _kv_shards(model)),
         comm=comm_params(gpu, tp, rt.moe_all_to_all_count or 1, hidden=model.hidden_size, top_k=model.moe.top_k,
-                         n_layers=model.num_layers, n_moe_layers=model.num_moe_layers))
+                         n_layers=model.num_layers, n_moe_layers=model.num_moe_layers, runtime=rt))
 
 
 def _read_experts(p: VerifyParams, active: float | FloatArray) -> FloatArray:
@@ -187,20 +211,40 @@ def runtime_time(p: VerifyParams, active: float | FloatArray,
     a = np.asarray(active, dtype=np.float64)
     if p.path is not None:
         return _host_time(p, a, np.asarray(tokens, dtype=np.float64) + 0.0 * a)
-    return p.per_step_s + p.n_layers * p.per_layer_s + a * p.per_expert_s
+    return p.per_step_s + p.n_layers * p.per_layer_s + p.n_moe_layers * p.dequant_layer_s + a * p.per_expert_s
 
 
-def _gpu_time(p: VerifyParams, active: FloatArray, tokens: FloatArray) -> FloatArray:
+def kv_read_s(p: VerifyParams, context: float | FloatArray) -> FloatArray:
+    """Seconds the attention of one forward spends reading the KV cache: every request in it
+    reads its whole context once per layer (the tokens it verifies share the read), ``context``
+    summed over the forward's requests. The heads, and with them the cache, are split over at
+    most as many GPUs as the model has KV heads (an MLA latent cache is held whole by each)."""
+    c = np.asarray(context, dtype=np.float64)
+    out: FloatArray = c * p.kv_bytes_per_token / p.kv_Bps if p.kv_Bps > 0 else 0.0 * c
+    return out
+
+
+def _gpu_time(p: VerifyParams, active: FloatArray, tokens: FloatArray, context: FloatArray,
+              busiest: FloatArray | None = None) -> FloatArray:
     experts_per_token = p.n_routed if p.path is not None and p.path.reads_all else p.top_k
     flops = tokens * 2.0 * (p.dense_weights + experts_per_token * p.expert_weights * p.n_moe_layers)
-    out: FloatArray = np.maximum(np.asarray(forward_bytes(p, active), dtype=np.float64) / p.hbm_Bps,
+    # with the experts in groups the slowest group sets the pace: its GPUs read the busiest group's
+    # experts, as if every group read as many (ep x busiest spread over all the GPUs)
+    experts = _read_experts(p, active) if busiest is None else p.ep * busiest
+    expert_s = experts * p.expert_bytes / p.hbm_Bps
+    if p.dequant_weights_per_s > 0:         # a weight-only format: the kernel dequantizes what it reads
+        expert_s = np.maximum(expert_s, experts * p.expert_weights / p.dequant_weights_per_s)
+    out: FloatArray = np.maximum(p.non_expert_bytes / p.hbm_Bps + expert_s + kv_read_s(p, context),
                                  flops / p.flops_per_s)
     return out
 
 
-def forward_time(p: VerifyParams, active: float | FloatArray,
-                 tokens: int | npt.NDArray[np.integer]) -> float | FloatArray:
-    """Seconds of one forward over ``tokens`` tokens touching ``active`` (layer, expert) pairs.
+def forward_time(p: VerifyParams, active: float | FloatArray, tokens: int | npt.NDArray[np.integer],
+                 context: float | FloatArray = 0.0, busiest: float | FloatArray | None = None) -> float | FloatArray:
+    """Seconds of one forward over ``tokens`` tokens touching ``active`` (layer, expert) pairs,
+    whose requests attend to ``context`` cached tokens in all (:func:`kv_read_s`); ``busiest``:
+    with the experts in ``p.ep`` groups, the busiest group's experts summed over the layers
+    (None: the union split evenly, as on one group).
 
     >>> p = VerifyParams(n_layers=2, n_moe_layers=2, top_k=1, expert_bytes=10, non_expert_bytes=100, head_bytes=0,
     ...                  dense_weights=0, expert_weights=0, hbm_Bps=1e3, flops_per_s=1e9, per_step_s=0.5,
@@ -210,7 +254,8 @@ def forward_time(p: VerifyParams, active: float | FloatArray,
     """
     a = np.asarray(active, dtype=np.float64)
     n = np.asarray(tokens, dtype=np.float64) + 0.0 * a
-    hw = _gpu_time(p, a, n)
+    hw = _gpu_time(p, a, n, np.asarray(context, dtype=np.float64) + 0.0 * a,
+                   None if busiest is None or p.ep <= 1 else np.asarray(busiest, dtype=np.float64) + 0.0 * a)
     if p.path is None:
         return runtime_time(p, a) + hw + comm_time(p, n)
     host = _host_time(p, a, n)
@@ -235,71 +280,19 @@ def hidden_by_host(p: VerifyParams, active: float, tokens: float) -> bool:
     if p.path is None or p.path.reads_all or p.path.syncs or p.path.hit_s > 0:
         return False
     a, n = np.asarray(active, dtype=np.float64), np.asarray(tokens, dtype=np.float64)
-    return bool(_host_time(p, a, n) - p.per_step_s >= _gpu_time(p, a, n))
+    return bool(_host_time(p, a, n) - p.per_step_s >= _gpu_time(p, a, n, np.zeros_like(a)))
 
 
-def ar_time(p: VerifyParams) -> float:
-    """Seconds per token of plain autoregressive decoding (one token, ``k`` experts a layer)."""
-    return float(forward_time(p, float(p.n_moe_layers * p.top_k), 1))
+def ar_busiest(p: VerifyParams) -> float | None:
+    """The busiest group's experts of one token, summed over the MoE layers (None: one group)."""
+    if p.ep <= 1:
+        return None
+    return p.n_moe_layers * busiest_of_one_token(p.n_routed, p.top_k, p.ep)
 
 
-def union_of_random_sets(n_experts: int, k: int, tokens: int) -> float:
-    """Expected distinct experts hit by ``tokens`` independent uniform top-``k`` sets out of ``n_experts``.
-
-    >>> union_of_random_sets(256, 8, 1), round(union_of_random_sets(256, 8, 2), 3)
-    (8.0, 15.75)
-    """
-    return float(n_experts * (1.0 - (1.0 - k / n_experts) ** tokens))
-
-
-def draft_time_estimate(p: VerifyParams, depth: int, tokens_per_step: tuple[int, ...] = ()) -> float:
-    """A rough EAGLE-style draft cost when no published figure exists: per draft step one
-    forward of one decoder layer (the target's average non-expert layer) and the LM head over
-    that step's tokens (``tokens_per_step[d]``, 1 when not given), in the same runtime; a step
-    reads the weights once and computes on every token, so a wider tree costs more only once
-    it is compute-bound.
-
-    >>> p = VerifyParams(n_layers=2, n_moe_layers=2, top_k=1, expert_bytes=10, non_expert_bytes=100, head_bytes=20,
-    ...                  dense_weights=0, expert_weights=0, hbm_Bps=1e3, flops_per_s=1e9, per_step_s=0.5,
-    ...                  per_layer_s=0.25, per_expert_s=0.125)
-    >>> draft_time_estimate(p, 2) == 2 * draft_time_estimate(p, 1)
-    True
-    """
-    layer_bytes = (p.non_expert_bytes - p.head_bytes) / max(p.n_layers, 1)
-    layer_weights = p.dense_weights / max(p.n_layers, 1)
-    layer_s = p.per_layer_s if p.path is None else p.path.layer_s
-    total = 0.0
-    for d in range(depth):
-        n = tokens_per_step[d] if d < len(tokens_per_step) else 1
-        hw = max((layer_bytes + p.head_bytes) / p.hbm_Bps, n * 2.0 * layer_weights / p.flops_per_s)
-        total += p.per_step_s + layer_s + hw
-    return total
-
-
-def mtp_draft_time(p: VerifyParams, tokens_per_step: tuple[int, ...]) -> float:
-    """The MTP module as a drafter (DeepSeek-V3's one module reused per step, "MTP-Eagle"): per
-    draft step one decoder layer of the target (attention + MoE over that step's tokens, the
-    union of their experts taken as independent uniform top-k sets: the draft tokens' routing in
-    the MTP layer is in no trace) and the shared LM head, on the model's code path.
-
-    >>> p = VerifyParams(n_layers=2, n_moe_layers=2, top_k=1, expert_bytes=10, non_expert_bytes=100, head_bytes=20,
-    ...                  dense_weights=0, expert_weights=0, hbm_Bps=1e3, flops_per_s=1e9, per_step_s=0.5,
-    ...                  per_layer_s=0.25, per_expert_s=0.125, n_routed=4)
-    >>> round(mtp_draft_time(p, (1,)), 4)   # 0.5 + 0.25 + 1 x 0.125 + (40 + 20 + 1 x 10) / 1e3
-    0.945
-    """
-    layer_bytes = (p.non_expert_bytes - p.head_bytes) / max(p.n_layers, 1)
-    layer_weights = p.dense_weights / max(p.n_layers, 1)
-    total = 0.0
-    for n in tokens_per_step:
-        union = union_of_random_sets(max(p.n_routed, p.top_k), p.top_k, n)
-        read = float(p.n_routed) if p.path is not None and p.path.reads_all else union
-        hw = max((layer_bytes + p.head_bytes + read * p.expert_bytes) / p.hbm_Bps,
-                 n * 2.0 * (layer_weights + p.top_k * p.expert_weights) / p.flops_per_s)
-        if p.path is None:
-            host = p.per_step_s + p.per_layer_s + union * p.per_expert_s
-        else:
-            host = (p.per_step_s + p.path.layer_s + p.path.moe_layer_s + union * p.path.hit_s
-                    + (p.path.verify_layer_s if n > 1 else 0.0))
-        total += host + hw if p.path is None or p.path.syncs else p.per_step_s + max(host - p.per_step_s, hw)
-    return total
+def ar_time(p: VerifyParams, context: float = 0.0, busiest: float | None = None) -> float:
+    """Seconds per token of plain autoregressive decoding (one token, ``k`` experts a layer, a
+    request with ``context`` cached tokens; ``busiest`` as for :func:`forward_time`, by default
+    the expectation for one token, :func:`ar_busiest`)."""
+    return float(forward_time(p, float(p.n_moe_layers * p.top_k), 1, context,
+                              busiest if busiest is not None else ar_busiest(p)))

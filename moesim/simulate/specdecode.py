@@ -27,15 +27,15 @@ from moesim.config.specdecode import (
     SpecDecodeRun,
     default_predictor,
 )
+from moesim.cost.draft import draft_time_estimate, mtp_draft_time
 from moesim.cost.verify import (
     VerifyParams,
+    ar_busiest,
     ar_time,
     comm_time,
-    draft_time_estimate,
     forward_bytes,
     forward_time,
     hidden_by_host,
-    mtp_draft_time,
     runtime_time,
     verify_params,
 )
@@ -57,7 +57,7 @@ from moesim.results import (
     saved_run,
 )
 from moesim.traces.provenance import ReplayProvenance
-from moesim.traces.sources import SYNTHETIC_TOKENS, decode_runs, resolve_trace
+from moesim.traces.sources import SYNTHETIC_TOKENS, context_lengths, decode_runs, resolve_trace
 from moesim.traces.trace import RoutingTrace
 from moesim.units import GiB
 from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, ReplayStats, replay
@@ -137,8 +137,9 @@ class Replayed:
     trace: ReplayProvenance
 
 
-def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replayed:
-    """Resolve the trace and predictor of ``run`` and replay it (no device needed)."""
+def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None, groups: int = 1) -> Replayed:
+    """Resolve the trace and predictor of ``run`` and replay it (no device needed; ``groups``: the
+    expert-parallel groups of the device, whose busiest group's experts are recorded too)."""
     model = load_model(run.model)
     trace = resolve_trace(run, model, trace)
     keep, bounds = decode_runs(trace, run.requests)
@@ -158,12 +159,12 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None) -> Replaye
                            else list(built.heldout_accuracy_by_lag))
     phase("replaying the draft trees")
     inputs = ReplayInputs(StepInputs(pack_sets(experts, n_exp), predict, model.num_moe_layers, model.moe.top_k),
-                          bounds)
+                          bounds, context_lengths(trace, keep), n_exp)
     step = StepSettings(selector=run.selector, gamma=run.gamma, epsilon=run.epsilon,
                         shape=tree_shape(run.tree.depth, run.tree.width),
                         draft=draft_at_temperature(run.draft, model.name, run.temperature, run.drafter)[0],
                         routing=run.routing)
-    policy = ReplayPolicy(step, run.passes, run.batch_size)
+    policy = ReplayPolicy(step, run.passes, run.batch_size, groups)
     provenance = ReplayProvenance(source=trace.meta.source, synthetic=bool(trace.meta.synthetic),
                                   decode_tokens=int(len(keep)), requests=len(bounds))
     return Replayed(stats=replay(inputs, policy, np.random.default_rng(replay_seed)), choice=choice, predictor=use,
@@ -185,7 +186,7 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
                          model.name)
     params = verify_params(device, model)
     _overrides_used(run, device, params)
-    rep = replay_run(run, trace)
+    rep = replay_run(run, trace, ep)
     priced = _price(run, device, params, rep.stats)
     hidden = hidden_by_host(params, priced.mean_active_experts * params.n_moe_layers, priced.mean_verified_tokens)
     wall = time.perf_counter() - wall0
@@ -279,18 +280,21 @@ class _Priced:
 
 def _price(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams, stats: ReplayStats) -> _Priced:
     total = stats.active.sum(axis=1).astype(np.float64)
-    t_verify = np.asarray(forward_time(params, total, stats.verified), dtype=np.float64)
-    hbm = np.asarray(forward_bytes(params, total), dtype=np.float64)
+    context = (stats.context if stats.context is not None else np.zeros_like(stats.accepted)).astype(np.float64)
+    busiest = None if stats.busiest is None else stats.busiest.sum(axis=1).astype(np.float64)
+    t_verify = np.asarray(forward_time(params, total, stats.verified, context, busiest), dtype=np.float64)
+    hbm = np.asarray(forward_bytes(params, total), dtype=np.float64) + context * params.kv_bytes_per_token
     t_draft, draft_src = _draft_s(run, device, params)
     t_pred, pred_src = _pred_s(run)
     t_step = t_draft + t_pred + t_verify
     lanes = stats.lanes if stats.lanes is not None else np.ones_like(stats.accepted)
     tokens = stats.accepted + lanes
-    t_ar = ar_time(params)
+    t_ar = ar_time(params, float(context.sum() / lanes.sum()), ar_busiest(params))   # a request's mean context
     tps = float(tokens.sum() / t_step.sum())
     if stats.ar_active is not None and stats.ar_lanes is not None:   # plain decoding at the same batch
-        t_ar_steps = np.asarray(forward_time(params, stats.ar_active.sum(axis=1).astype(np.float64), stats.ar_lanes),
-                                dtype=np.float64)
+        ar_busy = None if stats.ar_busiest is None else stats.ar_busiest.sum(axis=1).astype(np.float64)
+        t_ar_steps = np.asarray(forward_time(params, stats.ar_active.sum(axis=1).astype(np.float64), stats.ar_lanes,
+                                             np.asarray(stats.ar_context, dtype=np.float64), ar_busy), dtype=np.float64)
         ar_tps, t_ar_step = float(stats.ar_lanes.sum() / t_ar_steps.sum()), float(t_ar_steps.mean())
         ar_active = float(stats.ar_active.mean())
     else:

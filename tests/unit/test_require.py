@@ -71,13 +71,13 @@ def test_ufs_binds_on_flash_and_npu_on_compute(prefill: PrefillWorkload) -> None
     assert npu is not None and npu.binding == "NPU compute"
 
 
-@pytest.mark.parametrize(("name", "target"), [("hbm", 320.0), ("gpus", 320.0)])
+@pytest.mark.parametrize(("name", "target"), [("hbm", 200.0), ("gpus", 200.0)])
 def test_gpu_thresholds_hold(decode: GPUDecodeWorkload, name: str, target: float) -> None:
     _check(require(decode, RESOURCES[name], target))
 
 
 def test_gpu_count_curve_is_non_monotone(decode: GPUDecodeWorkload) -> None:
-    a = require(decode, RESOURCES["gpus"], 320.0)
+    a = require(decode, RESOURCES["gpus"], 200.0)
     assert a.threshold == 4 and not a.monotone      # 9 GPUs cross a node: slower than 4
 
 
@@ -113,7 +113,7 @@ def test_bad_requests_are_refused(run_cli: Any, args: tuple[str, ...]) -> None:
 
 
 def test_cli_json_is_deterministic(run_cli: Any) -> None:
-    args = ("require", "--model", "gpt-oss-120b", "--device", GPU, "--tokens-per-s", "320", "--json")
+    args = ("require", "--model", "gpt-oss-120b", "--device", GPU, "--tokens-per-s", "200", "--json")
     first, second = run_cli(*args), run_cli(*args)
     assert first.code == 0 and first.out == second.out
     answers = json.loads(first.out)["answers"]

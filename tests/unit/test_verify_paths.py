@@ -16,11 +16,11 @@ from moesim.config.device import GPUServerProfile
 from moesim.config.loading import validate_data
 from moesim.config.profiles import gpu_profile, load_profile
 from moesim.config.specdecode import MTP_CHAIN_TAU, MTP_TOP1_LOGIT, SpecDecodeRun, mtp_draft
+from moesim.cost.draft import mtp_draft_time
 from moesim.cost.verify import (
     forward_bytes,
     forward_time,
     hidden_by_host,
-    mtp_draft_time,
     price_path,
     verify_params,
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Words", "words_per_layer", "pack_sets", "layer_counts", "set_size"]
+__all__ = ["Words", "words_per_layer", "pack_sets", "layer_counts", "set_size", "group_masks", "busiest_group"]
 
 Words = npt.NDArray[np.uint64]
 
@@ -46,4 +46,25 @@ def layer_counts(words: Words, n_layers: int) -> npt.NDArray[np.int64]:
 def set_size(words: Words) -> npt.NDArray[np.int64]:
     """``[..., W]`` -> ``[...]``: pairs in each set."""
     out: npt.NDArray[np.int64] = np.bitwise_count(words).astype(np.int64).sum(axis=-1)
+    return out
+
+
+def group_masks(n_experts: int, groups: int, n_layers: int) -> Words:
+    """``[groups, L * wpl]``: group ``g`` holds the ``g``-th of ``groups`` contiguous ranges of each
+    layer's experts (the default placement of expert-parallel engines)."""
+    wpl = words_per_layer(n_experts)
+    out = np.zeros((groups, n_layers * wpl), dtype=np.uint64)
+    for g, ids in enumerate(np.array_split(np.arange(n_experts, dtype=np.int64), groups)):
+        out[g] = np.tile(pack_sets(ids.reshape(1, -1), n_experts), n_layers)
+    return out
+
+
+def busiest_group(words: Words, masks: Words, n_layers: int) -> npt.NDArray[np.int64]:
+    """``[L * wpl]`` -> ``[L]``: per layer, the most experts of the set that one group holds.
+
+    >>> masks = group_masks(8, 2, 1)
+    >>> busiest_group(pack_sets(np.array([[0, 1, 2, 5]]), 8), masks, 1).tolist()
+    [3]
+    """
+    out: npt.NDArray[np.int64] = layer_counts(words[None, :] & masks, n_layers).max(axis=0)
     return out

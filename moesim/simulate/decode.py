@@ -11,17 +11,16 @@ import numpy.typing as npt
 from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
 from moesim.config.device import MobileNPUProfile
-from moesim.config.formats import WeightFormat
-from moesim.config.model import RECIPES, ModelSpec
+from moesim.config.model import ModelSpec
 from moesim.config.profiles import phone_profile, profile_hash
 from moesim.config.specdecode import AlternativeRouting
-from moesim.cost.memory import activation_bytes
 from moesim.cost.ops import attention_op, ffn_op, is_attention_layer, lm_head_op
 from moesim.cost.params import Backend, UFSParams, check_queue_depth, cpu_backend, npu_backend, ufs_params
 from moesim.cost.uncertainty import memory_interval_gib
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.policies.decode.cache import ExpertCache, make_cache
+from moesim.policies.decode.memory import cache_bytes, check_smallest_cache, decode_memory, expert_bytes
 from moesim.policies.decode.placement import (
     ReadLayout,
     coactivation_graph,
@@ -42,82 +41,12 @@ from moesim.results import DecodeConfig, DecodeMetrics, DecodeResult, run_config
 from moesim.traces.provenance import DecodeProvenance
 from moesim.traces.sources import decode_runs, resolve_trace
 from moesim.traces.trace import RoutingTrace
-from moesim.units import FP16_B, GiB, KiB
+from moesim.units import GiB, KiB
 from moesim.workloads.decode import DecodeMeasured, Reads, execute_decode
 
 __all__ = ["simulate_decode", "decode_memory", "cpu_decode_backend", "npu_decode_backend", "expert_bytes"]
 
 I16 = npt.NDArray[np.int16]
-
-
-def decode_memory(model: ModelSpec, device: MobileNPUProfile, run: DecodeRun) -> dict[str, int]:
-    """Bytes outside the expert cache: resident non-expert weights, the draft head, the KV cache
-    of ``context + tokens`` positions, one step's activations and the runtime."""
-    verified = run.gamma if run.selector != "none" else 1
-    draft = 0
-    if run.selector != "none":   # an EAGLE-style head: one decoder layer's attention (the LM head is shared)
-        draft = model.resident_non_expert_bytes("q4_0") // max(model.num_layers, 1)
-    return {
-        "weights": model.resident_non_expert_bytes("q4_0"),
-        "draft": draft,
-        "kv_cache": model.kv_cache_bytes_per_token(FP16_B) * (run.context + run.tokens + run.warmup_tokens),
-        "activations": activation_bytes(model, verified, verified * model.moe.top_k),
-        "runtime": int(device.memory.require("runtime_overhead_MiB", device.name) * 2**20),
-    }
-
-
-def expert_bytes(run: DecodeRun, model: ModelSpec) -> int:
-    """Bytes of one routed expert in the run's ``expert_format`` (the other weights stay Q4_0)."""
-    recipe = RECIPES["q4_0"].model_copy(update={"expert": WeightFormat(run.expert_format)})
-    return model.expert_bytes(recipe)
-
-
-def _cache_bytes(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, base_B: int, notes: list[str]) -> int:
-    n_keys = model.num_moe_layers * model.moe.num_routed_experts
-    usable = int(device.memory.usable_GiB * GiB)
-    if run.cache_policy == "resident":
-        need = n_keys * expert_bytes(run, model)
-        if base_B + need > usable:
-            raise InputError("cache_policy", f"resident needs {(base_B + need) / GiB:.2f} GiB for {model.name}, more "
-                             f"than the {device.memory.usable_GiB} GiB usable on {device.name}", "resident")
-        return need
-    if run.cache_policy == "none":
-        return 0
-    every = n_keys * expert_bytes(run, model)
-    if run.cache_GiB is not None:
-        if run.cache_GiB * GiB > every:
-            raise InputError("cache_GiB", f"must be <= {every / GiB:.3f} GiB, all {n_keys:,} routed experts of "
-                             f"{model.name} in {run.expert_format} (a larger cache holds nothing more; --cache-policy "
-                             "resident keeps them all)", run.cache_GiB)
-        return int(run.cache_GiB * GiB)
-    left = usable - base_B
-    if left <= 0:
-        raise _no_room(run, model, device, decode_memory(model, device, run))
-    if left > every:   # the default never sizes a cache beyond the experts it could hold (docs/decode.md)
-        notes.append(f"cache: all {n_keys:,} routed experts of {model.name} fit in {every / GiB:.2f} GiB, so the "
-                     f"cache gets that, not the {left / GiB:.2f} GiB the device's DRAM leaves")
-        return every
-    return left
-
-
-def _no_room(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, memory: dict[str, int]) -> InputError:
-    """No DRAM left for the expert cache: the error names the largest part's setting (the
-    context and tokens for the KV cache, the model for its weights, the profile's runtime)."""
-    parts = ", ".join(f"{k} {v / GiB:.2f}" for k, v in memory.items())
-    over = (f"{model.name} needs {sum(memory.values()) / GiB:.2f} GiB outside the expert cache ({parts} GiB), "
-            f"over memory.usable_GiB = {device.memory.usable_GiB:g} (profile {device.name})")
-    largest = max(memory, key=lambda k: memory[k])
-    if largest in ("kv_cache", "activations"):
-        return InputError("context", f"+ tokens + warmup_tokens ({run.context} + {run.tokens} + {run.warmup_tokens}) "
-                          f"must be fewer: the KV cache takes {memory['kv_cache'] / GiB:.2f} GiB; {over}", run.context)
-    if largest == "runtime":
-        return InputError("memory.runtime_overhead_MiB", f"(profile {device.name}) leaves no room for the expert "
-                          f"cache: {over}", memory["runtime"] / 2**20)
-    return InputError("model", f"does not fit {device.name} with an expert cache: {over}", model.name)
-
-
-def _max_set(run: DecodeRun, model: ModelSpec) -> int:
-    return min(model.moe.num_routed_experts, model.moe.top_k * (run.gamma if run.selector != "none" else 1))
 
 
 def _pinned(run: DecodeRun, experts: I16, n_exp: int, slots: int) -> tuple[list[int], int]:
@@ -268,18 +197,9 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     be = npu_decode_backend(device) if backend == "npu" else cpu_decode_backend(device)
     w = expert_bytes(run, model)
     memory = decode_memory(model, device, run)
-    base_B = sum(memory.values())
-    notes: list[str] = []
-    cache_B = _cache_bytes(run, model, device, base_B, notes)
-    if run.read_group_size > n_exp:
-        raise InputError("read_group_size", f"must be <= the {n_exp} routed experts of a layer of {model.name}",
-                         run.read_group_size)
-    slots = cache_B // w
-    need = _max_set(run, model) + run.read_group_size - 1
-    if run.cache_policy not in ("none", "resident") and slots < need:
-        raise InputError("cache_GiB", f"must hold at least one step's experts of a layer ({need} x "
-                         f"{w / 2**20:.1f} MiB = {need * w / GiB:.3f} GiB) for {model.name}",
-                         run.cache_GiB if run.cache_GiB is not None else round(cache_B / GiB, 3))
+    cache_B, note = cache_bytes(run, model, device, memory)
+    notes = [] if note is None else [note]
+    slots = check_smallest_cache(run, model, cache_B)
     n_keys = model.num_moe_layers * n_exp
     pinned, n_pinned = _pinned(run, experts, n_exp, slots)
     if run.cache_policy == "resident":

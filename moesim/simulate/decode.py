@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -14,8 +14,9 @@ from moesim.config.device import MobileNPUProfile
 from moesim.config.model import ModelSpec
 from moesim.config.profiles import phone_profile, profile_hash
 from moesim.config.specdecode import AlternativeRouting
+from moesim.cost.decode_backend import cpu_decode_backend, decode_backend, npu_decode_backend
 from moesim.cost.ops import attention_op, ffn_op, is_attention_layer, lm_head_op
-from moesim.cost.params import Backend, UFSParams, check_queue_depth, cpu_backend, npu_backend, ufs_params
+from moesim.cost.params import Backend, UFSParams, check_queue_depth, ufs_params
 from moesim.cost.uncertainty import memory_interval_gib
 from moesim.engine import Sim
 from moesim.errors import InputError
@@ -147,30 +148,6 @@ def _draft_ns(run: DecodeRun, model: ModelSpec, be: Backend) -> float:
     return total
 
 
-def cpu_decode_backend(device: MobileNPUProfile) -> Backend:
-    """The CPU for decode: one-token products stream quantised weights at ``cpu.q4_0_gemv_GBps``
-    (measured llama.cpp decode rates are far below the DRAM peak), when the profile has it."""
-    be = cpu_backend(device)
-    gemv = device.cpu.q4_0_gemv_GBps
-    return be if gemv is None else replace(be, weight_B_per_ns=gemv)
-
-
-def npu_decode_backend(device: MobileNPUProfile) -> Backend:
-    """The HTP for decode: one-token products on HVX reading quantised weights from DRAM at
-    ``htp.decode_weight_GBps`` (never above the HVX dequantisation limit), each layer paying
-    ``htp.decode_layer_overhead_us`` of dispatch and each expert one call; attention on HVX.
-    Without those two numbers, the prefill tile pipeline."""
-    htp = device.htp
-    if htp.decode_weight_GBps is None or htp.decode_layer_overhead_us is None:
-        return npu_backend(device, "llamacpp")
-    prefill = npu_backend(device, "llamacpp")
-    hvx_flop = prefill.vec_flop_per_ns or prefill.attention_flop_per_ns or prefill.mat_flop_per_ns
-    return replace(prefill, mat_flop_per_ns=hvx_flop, weight_B_per_ns=min(htp.decode_weight_GBps,
-                                                                         prefill.weight_B_per_ns),
-                   tile_rows=1, tiles=None, layer_overhead_ns=htp.decode_layer_overhead_us * 1e3,
-                   attention_flop_per_ns=hvx_flop, attention_on_vec=True, softmax_vec_ns_per_score=0.0)
-
-
 def _percentiles(step_ns: list[int], emitted: list[int]) -> dict[str, float]:
     per_token = np.repeat(np.array(step_ns, dtype=np.float64) / np.maximum(emitted, 1), emitted) / 1e6
     if not per_token.size:
@@ -194,7 +171,7 @@ def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
     experts, n_exp = tr.experts[keep], model.moe.num_routed_experts
     token_ids = None if tr.token_ids is None else tr.token_ids[keep]
     backend = run.backend
-    be = npu_decode_backend(device) if backend == "npu" else cpu_decode_backend(device)
+    be = decode_backend(device, backend)
     w = expert_bytes(run, model)
     memory = decode_memory(model, device, run)
     cache_B, note = cache_bytes(run, model, device, memory)

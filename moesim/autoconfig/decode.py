@@ -25,7 +25,8 @@ from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
 from moesim.config.profiles import phone_profile
 from moesim.errors import InputError
-from moesim.simulate.decode import decode_memory, expert_bytes, simulate_decode
+from moesim.policies.decode.memory import decode_memory, expert_bytes, smallest_cache_slots
+from moesim.simulate.decode import simulate_decode
 from moesim.units import GiB
 
 __all__ = ["GAMMAS", "CACHE_FRACTIONS", "SEARCHED_POLICIES", "DecodeChoice", "candidates", "cache_left_gib",
@@ -79,11 +80,12 @@ def policies_for(base: DecodeRun, budget_gib: float, given: str | None = None) -
 
 
 def cache_left_gib(run: DecodeRun, budget_gib: float) -> float:
-    """GiB of the budget left for the expert cache by ``run``'s other memory (an error if none)."""
+    """GiB of the budget left for the expert cache by ``run``'s other memory: an error when it is
+    less than the smallest cache the simulator accepts (the one rule, ``smallest_cache_slots``)."""
     model, device = load_model(run.model), phone_profile(run.device, run.overrides, "decode")
     rest = sum(decode_memory(model, device, run).values()) / GiB
     left = budget_gib - rest
-    need = expert_bytes(run, model) * model.moe.top_k * (run.gamma if run.selector != "none" else 1) / GiB
+    need = expert_bytes(run, model) * smallest_cache_slots(run, model) / GiB
     if left < need:
         raise InputError("memory_budget_GiB", f"must be >= {rest + need:.3f} GiB for {run.model} with "
                          f"{run.selector} speculation (weights, KV cache, activations and runtime {rest:.3f} GiB + one "

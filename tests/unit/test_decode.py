@@ -42,7 +42,7 @@ def test_des_hits_equal_an_offline_replay_of_the_same_accesses(policy: str) -> N
     m = r.metrics
     cfg = m.config
     # rebuild the same cache offline and replay the accesses the DES logged, set by set
-    from moesim.simulate.decode import _pinned
+    from moesim.simulate.decode.plan import _pinned
     w = load_model(MODEL).expert_bytes("q4_0")
     slots = int(cfg.cache_GiB * 2**30) // w
     pinned, _ = _pinned(run(cache_policy=policy), TRACE.experts, 64, slots)

@@ -17,13 +17,16 @@ from pydantic_core import PydanticCustomError
 
 from moesim.config.base import Finite
 from moesim.config.catalog import DEFAULT_DECODE_MODEL, DEFAULT_PHONE_DEVICE, load_model
+from moesim.config.schema import Flat
 from moesim.config.specdecode import (
+    DRAFT_NAMES,
     DraftAccuracy,
     DraftRouting,
     DraftTree,
     MixtureRouting,
     Temperature,
     check_temperature,
+    parse_routing,
 )
 from moesim.errors import InputError, MoesimError, deprecated
 from moesim.limits import MAX_DECODE_SLOTS, decode_size_rule
@@ -73,6 +76,26 @@ class DecodePredictor(Finite):
         return self
 
 
+def parse_decode_predictor(text: str) -> dict[str, object]:
+    """``"oracle"``, ``"learned"`` or ``"accuracy:0.9"`` -> config data (``"trace"``: ``learned``'s old name).
+
+    >>> parse_decode_predictor("accuracy:0.9")
+    {'kind': 'accuracy', 'fraction': 0.9}
+    """
+    kind, _, arg = text.partition(":")
+    try:
+        if kind in ("oracle", "learned") and not arg:
+            return {"kind": kind}
+        if kind == "trace" and not arg:
+            deprecated("--predictor trace", "--predictor learned")
+            return {"kind": "learned"}
+        if kind == "accuracy" and arg and 0.0 <= float(arg) <= 1.0:
+            return {"kind": "accuracy", "fraction": float(arg)}
+    except ValueError:
+        pass
+    raise InputError("predictor", "must be oracle, learned or accuracy:P (0 <= P <= 1)", text)
+
+
 class DecodeRun(Finite):
     """Everything one phone decode simulation needs."""
 
@@ -101,11 +124,11 @@ class DecodeRun(Finite):
                                                           "(none: plain decoding)")
     gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root included")
     epsilon: PositiveFloat = Field(1.0, allow_inf_nan=False, description="the score's epsilon: P / (cost + epsilon)")
-    tree: DraftTree = Field(default_factory=DraftTree)
-    draft: DraftAccuracy = Field(default_factory=DraftAccuracy)
+    tree: Annotated[DraftTree, Flat(prefix="")] = Field(default_factory=DraftTree)
+    draft: Annotated[DraftAccuracy, DRAFT_NAMES] = Field(default_factory=DraftAccuracy)
     temperature: Temperature = Field(0.0, description="sampling temperature: 0 (greedy) or 1 (rejection sampling)")
-    routing: DraftRouting = Field(default_factory=MixtureRouting)
-    predictor: DecodePredictor = Field(default_factory=DecodePredictor)
+    routing: Annotated[DraftRouting, Flat(parse=parse_routing)] = Field(default_factory=MixtureRouting)
+    predictor: Annotated[DecodePredictor, Flat(parse=parse_decode_predictor)] = Field(default_factory=DecodePredictor)
     backend: Literal["cpu", "npu"] = Field(
         "cpu", description="the CPU (llama.cpp-like, what published flash-streaming decoders run) or the HTP")
     queue_depth: PositiveInt | None = Field(None, description="UFS reads in flight; None = the profile's default")
@@ -197,23 +220,3 @@ def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], s
     if name == "read_grouping" and v["read_group_size"] <= 1:
         return f"needs {flag('read_group_size')} > 1 (one expert a read forms no groups)"
     return None
-
-
-def parse_decode_predictor(text: str) -> dict[str, object]:
-    """``"oracle"``, ``"learned"`` or ``"accuracy:0.9"`` -> config data (``"trace"``: ``learned``'s old name).
-
-    >>> parse_decode_predictor("accuracy:0.9")
-    {'kind': 'accuracy', 'fraction': 0.9}
-    """
-    kind, _, arg = text.partition(":")
-    try:
-        if kind in ("oracle", "learned") and not arg:
-            return {"kind": kind}
-        if kind == "trace" and not arg:
-            deprecated("--predictor trace", "--predictor learned")
-            return {"kind": "learned"}
-        if kind == "accuracy" and arg and 0.0 <= float(arg) <= 1.0:
-            return {"kind": "accuracy", "fraction": float(arg)}
-    except ValueError:
-        pass
-    raise InputError("predictor", "must be oracle, learned or accuracy:P (0 <= P <= 1)", text)

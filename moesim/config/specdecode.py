@@ -17,6 +17,7 @@ from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
 from moesim.config.base import Finite
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL, load_model
 from moesim.config.model import FittedDraft
+from moesim.config.schema import Flat
 from moesim.errors import InputError, MoesimError
 
 __all__ = ["SELECTORS", "Selector", "Temperature", "check_temperature", "DraftTree", "DraftAccuracy",
@@ -25,7 +26,7 @@ __all__ = ["SELECTORS", "Selector", "Temperature", "check_temperature", "DraftTr
            "Predictor", "SpecDecodeRun", "parse_predictor",
            "parse_routing", "FITTED_TOP1_LOGIT", "FITTED_CONTEXT_FREE_SHARE", "MTP_TOP1_LOGIT", "MTP_ACCEPTANCE",
            "MTP_MODELS", "MTP_DEPTH_DRIFT", "MTP_CHAIN_TAU", "MTP_MAX_DEPTH", "mtp_draft",
-           "PUBLISHED_PREDICTOR_ACCURACY",
+           "PUBLISHED_PREDICTOR_ACCURACY", "DRAFT_NAMES",
            "FALLBACK_PREDICTOR_ACCURACY", "default_predictor", "fitted_draft", "OPTIONS_DEPEND_ON", "ignored_option"]
 
 #: The draft selection rules (moesim.policies.specdecode.select): which tree nodes are verified.
@@ -95,13 +96,24 @@ class DraftAccuracy(Finite):
     probability ``q_r`` and none of them with the remaining mass.
     """
 
-    top1_logit_mean: float = Field(FITTED_TOP1_LOGIT, ge=-10.0, le=10.0)
-    top1_logit_sd: NonNegativeFloat = Field(1.5, le=10.0)
-    rank_share: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.3
-    depth_drift: float = Field(0.0, ge=-5.0, le=5.0)
+    top1_logit_mean: float = Field(
+        FITTED_TOP1_LOGIT, ge=-10.0, le=10.0,
+        description="the draft's mean top-1 logit (its acceptance); a run that leaves it out gets its model's fitted "
+                    "draft's")
+    top1_logit_sd: NonNegativeFloat = Field(
+        1.5, le=10.0, description="the spread of the top-1 logit from node to node (its standard deviation)")
+    rank_share: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(
+        0.3, description="the share of the confidence the ranks above leave that each next rank takes (rank 2 on)")
+    depth_drift: float = Field(
+        0.0, ge=-5.0, le=5.0,
+        description="the change of the mean top-1 logit per draft depth (the MTP module's: -0.9893)")
     acceptance_scale: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         1.0, description="the chance that the true token is a node's child, relative to greedy decoding (the "
                          "draft's confidences unchanged): 1 at T = 0, below 1 at T = 1 (set from --temperature)")
+
+
+#: the draft's mean top-1 logit is ``draft_mu`` on every surface (its other fields: ``draft_rank_share``, ...)
+DRAFT_NAMES = Flat(names=(("top1_logit_mean", "draft_mu"),))
 
 
 def mtp_draft(top1_logit_mean: float = MTP_TOP1_LOGIT) -> DraftAccuracy:
@@ -118,7 +130,8 @@ class NearbyRouting(Finite):
     ``i - window .. i + window`` of the same request (``i`` itself excluded)."""
 
     kind: Literal["nearby"] = "nearby"
-    window: PositiveInt = 8
+    window: PositiveInt = Field(
+        8, description="a wrong draft at position i routes like a token drawn from i - window .. i + window")
 
 
 class RequestRouting(Finite):
@@ -144,8 +157,12 @@ class MixtureRouting(Finite):
     :class:`NearbyRouting` with ``window`` (the fitted default)."""
 
     kind: Literal["mixture"] = "mixture"
-    context_free_share: Annotated[float, Field(ge=0.0, le=1.0)] = FITTED_CONTEXT_FREE_SHARE
-    window: PositiveInt = 8
+    context_free_share: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        FITTED_CONTEXT_FREE_SHARE,
+        description="the share of wrong drafts routed like a token of the whole trace, the rest like a nearby one; "
+                    "a run that leaves it out gets its model's fitted draft's")
+    window: PositiveInt = Field(
+        8, description="a wrong draft at position i routes like a token drawn from i - window .. i + window")
 
 
 class AlternativeRouting(Finite):
@@ -154,7 +171,8 @@ class AlternativeRouting(Finite):
     context drives that layer's router), else like a token drawn from the whole trace."""
 
     kind: Literal["alternative"] = "alternative"
-    layer_share: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
+    layer_share: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        0.5, description="the chance, at each MoE layer, that a wrong draft routes like the true token at its position")
 
 
 DraftRouting = Annotated[NearbyRouting | RequestRouting | TraceRouting | SamePositionRouting | MixtureRouting
@@ -180,7 +198,8 @@ class LearnedPredictor(Finite):
     the trace has them) trained on the other folds of the trace (cross-fitting)."""
 
     kind: Literal["learned"] = "learned"
-    folds: Annotated[int, Field(ge=2, le=10)] = 2
+    folds: Annotated[int, Field(ge=2, le=10)] = Field(
+        2, description="folds of the trace: each is predicted by the model learned on the others")
 
 
 Predictor = Annotated[OraclePredictor | AccuracyPredictor | LearnedPredictor, Field(discriminator="kind")]
@@ -236,6 +255,44 @@ def fitted_draft(model: str) -> tuple[float, float, str]:
     return FITTED_TOP1_LOGIT, FITTED_CONTEXT_FREE_SHARE, f"generic default (no draft fitted for {model}){where}"
 
 
+def parse_predictor(text: str) -> dict[str, object]:
+    """``"oracle"``, ``"learned"``, ``"learned:3"`` (folds) or ``"accuracy:0.93"`` -> config data.
+
+    >>> parse_predictor("accuracy:0.93")
+    {'kind': 'accuracy', 'fraction': 0.93}
+    """
+    kind, _, arg = text.partition(":")
+    try:
+        if kind == "oracle" and not arg:
+            return {"kind": "oracle"}
+        if kind == "learned":
+            return {"kind": "learned", "folds": int(arg)} if arg else {"kind": "learned"}
+        if kind == "accuracy" and arg and 0.0 <= float(arg) <= 1.0:
+            return {"kind": "accuracy", "fraction": float(arg)}
+    except ValueError:
+        pass
+    raise InputError("predictor", "must be oracle, learned[:FOLDS] or accuracy:P (0 <= P <= 1)", text)
+
+
+def parse_routing(text: str) -> dict[str, object]:
+    """``"mixture"``, ``"mixture:0.5"``, ``"nearby:8"``, ``"request"``, ``"trace"``,
+    ``"same-position"``, ``"alternative:0.5"`` -> config data."""
+    kind, _, arg = text.partition(":")
+    try:
+        if kind in ("request", "trace", "same-position") and not arg:
+            return {"kind": kind}
+        if kind == "nearby":
+            return {"kind": "nearby", "window": int(arg)} if arg else {"kind": "nearby"}
+        if kind == "mixture":
+            return {"kind": "mixture", "context_free_share": float(arg)} if arg else {"kind": "mixture"}
+        if kind == "alternative":
+            return {"kind": "alternative", "layer_share": float(arg)} if arg else {"kind": "alternative"}
+    except ValueError:
+        pass
+    raise InputError("draft-routing", "must be mixture[:SHARE], nearby[:WINDOW], request, trace, same-position or "
+                     "alternative[:SHARE]", text)
+
+
 class SpecDecodeRun(Finite):
     """Everything one speculative-decoding simulation needs."""
 
@@ -246,12 +303,12 @@ class SpecDecodeRun(Finite):
     gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root (bonus) token included")
     epsilon: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
         1.0, description="the score's epsilon: P / (cost + epsilon)")
-    predictor: Predictor | None = Field(
+    predictor: Annotated[Predictor | None, Flat(parse=parse_predictor)] = Field(
         None, description="the expert predictor; None = the realistic default (default_predictor): learned on a "
                           "real trace, else the model's published accuracy")
-    tree: DraftTree = Field(default_factory=DraftTree)
-    draft: DraftAccuracy = Field(default_factory=DraftAccuracy)
-    routing: DraftRouting = Field(default_factory=MixtureRouting)
+    tree: Annotated[DraftTree, Flat(prefix="")] = Field(default_factory=DraftTree)
+    draft: Annotated[DraftAccuracy, DRAFT_NAMES] = Field(default_factory=DraftAccuracy)
+    routing: Annotated[DraftRouting, Flat(parse=parse_routing)] = Field(default_factory=MixtureRouting)
     t_draft_ms: Annotated[NonNegativeFloat, Field(allow_inf_nan=False)] | None = Field(
         None, description="draft time per step; None = published or estimated")
     t_pred_ms: Annotated[NonNegativeFloat, Field(allow_inf_nan=False)] | None = Field(
@@ -268,7 +325,7 @@ class SpecDecodeRun(Finite):
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
     overrides: dict[str, float] = Field(default_factory=dict,
                                         description="profile numbers changed for a what-if: {'section.field': value}")
-    draft_source: str | None = Field(
+    draft_source: Annotated[str | None, Flat(derived=True)] = Field(
         None, description="where the draft numbers the run left out came from (the model's fitted draft or the "
                           "generic one: fitted_draft), set when the run is built; None = the run gave them")
 
@@ -301,9 +358,12 @@ class SpecDecodeRun(Finite):
     @model_validator(mode="before")
     @classmethod
     def _mtp_draft_accuracy(cls, data: Any) -> Any:
-        """An MTP run that gives no draft accuracy gets the MTP module's (:func:`mtp_draft`)."""
+        """An MTP run gets the MTP module's draft accuracy (:func:`mtp_draft`) for what it leaves out:
+        all of it, or the fields a partial draft (``{"top1_logit_mean": 2.0}``, ``--draft-mu``) does not give."""
         if isinstance(data, dict) and data.get("drafter") == "mtp" and data.get("draft") is None:
             return {**data, "draft": mtp_draft()}
+        if isinstance(data, dict) and data.get("drafter") == "mtp" and isinstance(data.get("draft"), dict):
+            return {**data, "draft": {**mtp_draft().model_dump(), **data["draft"]}}
         return data
 
     @model_validator(mode="after")
@@ -346,41 +406,3 @@ def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], s
     if name in ("t_draft_ms", "t_pred_ms") and v["gamma"] == 1:
         return "needs gamma > 1 (gamma 1 verifies no draft)"
     return None
-
-
-def parse_predictor(text: str) -> dict[str, object]:
-    """``"oracle"``, ``"learned"``, ``"learned:3"`` (folds) or ``"accuracy:0.93"`` -> config data.
-
-    >>> parse_predictor("accuracy:0.93")
-    {'kind': 'accuracy', 'fraction': 0.93}
-    """
-    kind, _, arg = text.partition(":")
-    try:
-        if kind == "oracle" and not arg:
-            return {"kind": "oracle"}
-        if kind == "learned":
-            return {"kind": "learned", "folds": int(arg)} if arg else {"kind": "learned"}
-        if kind == "accuracy" and arg and 0.0 <= float(arg) <= 1.0:
-            return {"kind": "accuracy", "fraction": float(arg)}
-    except ValueError:
-        pass
-    raise InputError("predictor", "must be oracle, learned[:FOLDS] or accuracy:P (0 <= P <= 1)", text)
-
-
-def parse_routing(text: str) -> dict[str, object]:
-    """``"mixture"``, ``"mixture:0.5"``, ``"nearby:8"``, ``"request"``, ``"trace"``,
-    ``"same-position"``, ``"alternative:0.5"`` -> config data."""
-    kind, _, arg = text.partition(":")
-    try:
-        if kind in ("request", "trace", "same-position") and not arg:
-            return {"kind": kind}
-        if kind == "nearby":
-            return {"kind": "nearby", "window": int(arg)} if arg else {"kind": "nearby"}
-        if kind == "mixture":
-            return {"kind": "mixture", "context_free_share": float(arg)} if arg else {"kind": "mixture"}
-        if kind == "alternative":
-            return {"kind": "alternative", "layer_share": float(arg)} if arg else {"kind": "alternative"}
-    except ValueError:
-        pass
-    raise InputError("draft-routing", "must be mixture[:SHARE], nearby[:WINDOW], request, trace, same-position or "
-                     "alternative[:SHARE]", text)

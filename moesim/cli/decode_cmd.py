@@ -23,14 +23,14 @@ from moesim.simulate.decode import simulate_decode
 __all__ = ["decode", "show_decode", "decode_run_data", "check_ignored_options"]
 
 #: the options the combination may ignore (config.decode.ignored_option), in the order they are checked
-_ORDER = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature", "predictor", "pinned_by",
+_ORDER = ("gamma", "depth", "width", "routing", "draft_mu", "temperature", "predictor", "pinned_by",
           "pinned_share", "read_grouping", "cache_GiB", "prefetch", "selector")
 #: options that --autoconfig chooses itself
 _CHOSEN = ("cache_GiB", "prefetch", "selector", "gamma")
 
 
 def _flag(name: str) -> str:
-    return {"cache_GiB": "--cache-gib"}.get(name, "--" + name.replace("_", "-"))
+    return {"cache_GiB": "--cache-gib", "routing": "--draft-routing"}.get(name, "--" + name.replace("_", "-"))
 
 
 def check_ignored_options(given: set[str], values: dict[str, Any]) -> None:
@@ -165,10 +165,11 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
     if old_spec is not None:   # the option's old name, kept for one release
         deprecated("--spec", "--selector")
         selector, given_old = old_spec, {"selector"}
-    params = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature", "predictor", "pinned_by",
+    params = ("gamma", "depth", "width", "routing", "draft_mu", "temperature", "predictor", "pinned_by",
               "pinned_share", "read_grouping", "cache_GiB", "prefetch", "selector")
-    check_ignored_options({p for p in params if source(p) not in (ParameterSource.DEFAULT, None)} | given_old,
-                          {"gamma": gamma, "depth": depth, "width": width, "draft_routing": draft_routing,
+    given = {p for p in params if source({"routing": "draft_routing"}.get(p, p)) not in (ParameterSource.DEFAULT, None)}
+    check_ignored_options(given | given_old,
+                          {"gamma": gamma, "depth": depth, "width": width, "routing": draft_routing,
                            "draft_mu": draft_mu, "temperature": temperature, "predictor": predictor,
                            "pinned_by": pinned_by, "pinned_share": pinned_share, "read_grouping": read_grouping,
                            "read_group_size": read_group_size, "cache_GiB": cache_GiB, "prefetch": prefetch,

@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from moesim.config.base import Finite
 from moesim.config.catalog import DEFAULT_DECODE_MODEL, DEFAULT_PHONE_DEVICE, load_model
-from moesim.config.schema import Flat
+from moesim.config.schema import Flat, params
 from moesim.config.specdecode import (
     DRAFT_NAMES,
     DraftAccuracy,
@@ -191,28 +191,33 @@ class DecodeRun(Finite):
 
 #: the run fields that decide whether an option is read (what :func:`ignored_option` looks at)
 OPTIONS_DEPEND_ON = ("selector", "prefetch", "cache_policy", "read_group_size")
-#: options that only speculation reads (the draft tree as depth and width, the draft as draft_mu)
-_SPECULATIVE = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature")
+#: run fields that only speculation reads (the draft tree, the draft, the routing of wrong drafts)
+_SPECULATIVE = ("gamma", "tree", "draft", "routing", "temperature")
 _COST_AWARE = ("ecospec", "cache-aware")
 
 
 def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], str] = str) -> str | None:
     """Why a decode run with ``values`` (fields by name; DecodeRun's defaults for those missing)
-    does not read option ``name``, or None where it does: the one rule behind ``moesim decode``'s
-    refusal of an option the run would ignore and a decode grid's of an axis that would run the
-    same point for each of its values. ``flag`` spells a field as the caller's user wrote it.
+    does not read option ``name`` (a flat parameter: :func:`moesim.config.schema.params`), or None
+    where it does: the one rule behind ``moesim decode``'s refusal of an option the run would ignore
+    and a decode grid's of an axis that would run the same point for each of its values. ``flag``
+    spells a field as the caller's user wrote it.
 
     >>> ignored_option("pinned_share", {"cache_policy": "lru"})
     'applies to cache_policy pinned only (here lru)'
     >>> ignored_option("gamma", {"selector": "ecospec"}) is None
     True
+    >>> ignored_option("routing_window", {})
+    'applies to speculative decoding only (it needs selector confidence, ecospec or cache-aware)'
     """
     v = {k: DecodeRun.model_fields[k].default for k in OPTIONS_DEPEND_ON} | dict(values)
-    if name in _SPECULATIVE and v["selector"] == "none":
+    flat = params(DecodeRun)
+    field = flat[name].field if name in flat else name
+    if field in _SPECULATIVE and v["selector"] == "none":
         return f"applies to speculative decoding only (it needs {flag('selector')} confidence, ecospec or cache-aware)"
-    if name == "epsilon" and v["selector"] not in _COST_AWARE:
+    if field == "epsilon" and v["selector"] not in _COST_AWARE:
         return f"is read only by {flag('selector')} ecospec or cache-aware (here {v['selector']})"
-    if name == "predictor" and v["prefetch"] == "none" and v["selector"] not in _COST_AWARE:
+    if field == "predictor" and v["prefetch"] == "none" and v["selector"] not in _COST_AWARE:
         return (f"is read only by {flag('prefetch')} next-layer and by {flag('selector')} ecospec or cache-aware "
                 f"(here prefetch {v['prefetch']}, selector {v['selector']})")
     if name in ("pinned_by", "pinned_share") and v["cache_policy"] != "pinned":

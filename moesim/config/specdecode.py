@@ -17,7 +17,7 @@ from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
 from moesim.config.base import Finite
 from moesim.config.catalog import DEFAULT_GPU_DEVICE, DEFAULT_GPU_MODEL, load_model
 from moesim.config.model import FittedDraft
-from moesim.config.schema import Flat
+from moesim.config.schema import Flat, params
 from moesim.errors import InputError, MoesimError
 
 __all__ = ["SELECTORS", "Selector", "Temperature", "check_temperature", "DraftTree", "DraftAccuracy",
@@ -392,15 +392,18 @@ OPTIONS_DEPEND_ON = ("selector", "gamma")
 
 def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], str] = str) -> str | None:
     """Why a speculative-decoding run with ``values`` (fields by name; SpecDecodeRun's defaults for
-    those missing) does not read option ``name``, or None where it does: the expert predictor, its
-    time and epsilon are read by the cost-aware rules only, the draft and predictor times not at
-    gamma 1 (it verifies no draft). A grid refuses an option that no point reads.
+    those missing) does not read option ``name`` (a flat parameter: :func:`moesim.config.schema.params`),
+    or None where it does: the expert predictor (any of its parameters), its time and epsilon are
+    read by the cost-aware rules only, the draft and predictor times not at gamma 1 (it verifies no
+    draft). A grid refuses an option that no point reads.
 
     >>> ignored_option("epsilon", {"selector": "confidence"}, lambda n: "--" + n)
     'is read only by the cost-aware rules (--selector ecospec or global-cost), not by confidence selection'
     """
     v = {k: SpecDecodeRun.model_fields[k].default for k in OPTIONS_DEPEND_ON} | dict(values)
-    if name in ("predictor", "epsilon", "t_pred_ms") and v["selector"] == "confidence":
+    flat = params(SpecDecodeRun)
+    field = flat[name].field if name in flat else name
+    if field in ("predictor", "epsilon", "t_pred_ms") and v["selector"] == "confidence":
         return f"is read only by the cost-aware rules ({flag('selector')} ecospec or global-cost), not by confidence " \
                "selection"
     if name in ("t_draft_ms", "t_pred_ms") and v["gamma"] == 1:

@@ -18,8 +18,8 @@ from moesim.cli.specdecode_cmd import specdecode
 from moesim.config.base import field_default
 from moesim.config.decode import DecodeRun
 from moesim.config.prefill import EStreamPolicy, PrefillRun
-from moesim.config.specdecode import DraftTree, SpecDecodeRun
 from moesim.config.schema import surface_params
+from moesim.config.specdecode import DraftTree, SpecDecodeRun
 from moesim.sweep.params import grid_params
 
 #: the run model behind each command (``--policy`` shows the default policy's kind, compare's

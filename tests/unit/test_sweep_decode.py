@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from moesim.config.decode import DecodeRun
-from moesim.sweep import load_grid, run_sweep
 from moesim.config.schema import surface_params
+from moesim.sweep import load_grid, run_sweep
 from moesim.sweep.params import grid_params
 
 GRID = """

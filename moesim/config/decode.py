@@ -59,7 +59,8 @@ class DecodePredictor(Finite):
     a draft's from the last verified token's: the ``learned`` predictor of ``specdecode``)."""
 
     kind: Literal["oracle", "accuracy", "learned"] = "learned"
-    fraction: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    fraction: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
+        None, description="kind accuracy: the share of each token's true experts the predictor names")
 
     @model_validator(mode="before")
     @classmethod

@@ -55,7 +55,8 @@ class Flat:
 class Param:
     """One flat parameter: the run ``field`` it sets, and the ``key`` within that field's section
     (None: the field itself; ``"kind"``: the section's kind). ``kinds``: the section kinds that take
-    it (None: every run). ``default``: the run's (a variant's, where its variants agree)."""
+    it (None: every run). ``default``: the run's (a variant's, where its variants agree). A kind's
+    ``choices`` are its section's kinds, ``parse`` reads its spelling with an argument."""
 
     name: str
     field: str
@@ -66,6 +67,7 @@ class Param:
     kinds: frozenset[str] | None = None
     parse: Callable[[str], dict[str, object]] | None = None
     derived: bool = False
+    choices: tuple[str, ...] = ()
 
 
 def flag(name: str) -> str:
@@ -114,7 +116,7 @@ def _kind_param(name: str, info: FieldInfo, variants: list[type[BaseModel]], mar
     base: Any = str if mark.parse is not None else Literal[kinds]
     optional = default is None and not info.is_required()
     return Param(name, name, "kind", base | None if optional else base, None if default is None else default.kind,
-                 info.description, parse=mark.parse, derived=mark.derived)
+                 info.description, parse=mark.parse, derived=mark.derived, choices=kinds)
 
 
 def _section(name: str, info: FieldInfo, variants: list[type[BaseModel]], mark: Flat) -> list[Param]:
@@ -133,6 +135,7 @@ def _section(name: str, info: FieldInfo, variants: list[type[BaseModel]], mark: 
         defaults = {repr(_default(f)) for f in fields}
         default = _default(fields[0]) if len(defaults) == 1 else None
         kinds = frozenset(k for o in owners for k in _kinds(o)) if union else None
+        kinds = None if kinds == frozenset(k for v in variants for k in _kinds(v)) else kinds   # every kind takes it
         description = next((f.description for f in fields if f.description), None)
         out.append(Param(names.get(key, prefix + key), name, key, _typed(fields[0]), default, description, kinds,
                          derived=mark.derived))
@@ -222,7 +225,7 @@ def _section_data(schema: dict[str, Param], field: str, given: dict[str, Any], s
     kind = None if kind_param is None else kind_param.default
     text = None if kind_param is None else given.get(kind_param.name)
     if kind_param is not None and text is not None:
-        section = dict(kind_param.parse(text)) if kind_param.parse is not None else {"kind": text}
+        section = _kind_data(kind_param, text, with_fields=len(given) > 1)
         kind = section["kind"]
     for name, value in given.items():
         param = schema[name]
@@ -235,9 +238,22 @@ def _section_data(schema: dict[str, Param], field: str, given: dict[str, Any], s
             takes = ", ".join(sorted(param.kinds))
             raise InputError(flag(name), f"applies to {field} {takes}, not {kind}" if kind is not None
                              else f"applies to {field} {takes}, and no {field} is given", value)
-        if section.get(key, value) != value:
+        if key in section and section[key] != value:
             raise InputError(flag(name), f"is given twice: {field} {text} sets it to {section[key]}", value)
         section[key] = value
     if section and kind is not None:
         section.setdefault("kind", kind)
     return section
+
+
+def _kind_data(param: Param, text: str, with_fields: bool) -> dict[str, Any]:
+    """The section a kind parameter names: as its spelling reads (``accuracy:0.9``), or a bare kind
+    (``accuracy``) whose fields the section's own parameters give (``predictor_fraction``)."""
+    if param.parse is None:
+        return {"kind": text}
+    try:
+        return dict(param.parse(text))
+    except InputError:
+        if with_fields and text in param.choices:
+            return {"kind": text}
+        raise

@@ -17,8 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from moesim.config.base import Finite
 from moesim.config.catalog import DEFAULT_DECODE_MODEL, DEFAULT_PHONE_DEVICE, load_model
-from moesim.config.schema import Flat, params
-from moesim.config.specdecode import (
+from moesim.config.draft import (
     DRAFT_NAMES,
     DraftAccuracy,
     DraftRouting,
@@ -28,6 +27,7 @@ from moesim.config.specdecode import (
     check_temperature,
     parse_routing,
 )
+from moesim.config.schema import Flat, params
 from moesim.errors import InputError, MoesimError, deprecated
 from moesim.limits import MAX_DECODE_SLOTS, decode_size_rule
 

@@ -4,7 +4,7 @@
 
 1. Fits the draft's mean top-1 logit to alpha = 1.88 and the context-free share of non-true
    draft routing to E = 11.6 (gpt-oss-120b, its real trace, confidence, gamma 4, seed 0) and
-   fails when they disagree with the defaults in moesim/config/specdecode.py (update those).
+   fails when they disagree with the defaults in moesim/config/draft.py (update those).
 2. Fits the four free numbers of h200x8-hf's code-path runtime (per-op cost, HBM efficiency,
    per-layer host work, the extra host work of a multi-token forward) jointly on six published
    figures of three models (AR and the baseline rule's T_verify of gpt-oss-120b, Qwen3-235B-A22B
@@ -80,7 +80,7 @@ def main() -> int:
           f" -> alpha {draft.acceptance_length:.4f}, E {draft.mean_active_experts:.4f}")
     if abs(draft.top1_logit_mean - FITTED_TOP1_LOGIT) > 0.02 or \
             abs(draft.context_free_share - FITTED_CONTEXT_FREE_SHARE) > 0.01:
-        print(f"defaults in moesim/config/specdecode.py differ ({FITTED_TOP1_LOGIT}, {FITTED_CONTEXT_FREE_SHARE}): "
+        print(f"defaults in moesim/config/draft.py differ ({FITTED_TOP1_LOGIT}, {FITTED_CONTEXT_FREE_SHARE}): "
               "update FITTED_TOP1_LOGIT / FITTED_CONTEXT_FREE_SHARE")
         return 1
     hf = load_profile("h200x8-hf")

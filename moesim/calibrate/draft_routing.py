@@ -11,7 +11,7 @@ the overlap ``|A & B| / k`` of two nodes' top-k sets, by MoE layer, for:
 * ``wrong_vs_true``: a node off the greedy path and the greedy node at the same depth of the same
   step (the true token at that position, T = 0);
 * ``nearby_true``: two greedy-path tokens of one prompt at most :data:`NEARBY_WINDOW` positions apart
-  (the ``nearby`` locality of :class:`~moesim.config.specdecode.MixtureRouting`);
+  (the ``nearby`` locality of :class:`~moesim.config.draft.MixtureRouting`);
 * ``random``: two nodes of different steps drawn with a fixed seed (the baseline, no shared context).
 
 :func:`routing_shares` maps them onto the parameters of moesim's routing families. A family that

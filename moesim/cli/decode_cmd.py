@@ -9,11 +9,13 @@ import click
 from click.core import ParameterSource
 
 from moesim.cli.output import describe_routing, emit_json, emit_table, timeline_path, write_timeline
-from moesim.cli.prefill_cmd import FINITE, parse_overrides
+from moesim.cli.prefill_cmd import parse_overrides
+from moesim.cli.run_options import FINITE, derived_names, option_flag, schema_options
 from moesim.config.base import field_choices, field_default
-from moesim.config.decode import DecodeRun, ignored_option, parse_decode_predictor
+from moesim.config.decode import DecodeRun, ignored_option
 from moesim.config.loading import validate_data
-from moesim.config.specdecode import DraftTree, parse_routing
+from moesim.config.schema import unflatten
+from moesim.config.specdecode import DraftTree
 from moesim.cost.uncertainty import budget_warning, interval_over_budget
 from moesim.errors import InputError, deprecated
 from moesim.progress import activity
@@ -22,15 +24,22 @@ from moesim.simulate.decode import simulate_decode
 
 __all__ = ["decode", "show_decode", "decode_run_data", "check_ignored_options"]
 
-#: the options the combination may ignore (config.decode.ignored_option), in the order they are checked
-_ORDER = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature", "predictor", "pinned_by",
-          "pinned_share", "read_grouping", "cache_GiB", "prefetch", "selector")
+#: the parameters of DecodeRun that ``moesim decode`` spells itself (``--trace``'s value is trace_path, ``--set``
+#: the overrides); every other is an option of schema_options
+_SPELLED = ("model", "device", "tokens", "context", "cache_GiB", "cache_policy", "pinned_by", "pinned_share",
+            "prefetch", "expert_format", "read_group_size", "read_grouping", "selector", "gamma", "depth", "width",
+            "routing", "draft_mu", "temperature", "predictor", "backend", "queue_depth", "warmup_tokens", "trace",
+            "seed")
+#: the options the combination may ignore (config.decode.ignored_option), in the order they are checked (then
+#: those of schema_options)
+_ORDER = ("gamma", "depth", "width", "routing", "draft_mu", "temperature", "predictor", "pinned_by",
+          "pinned_share", "read_grouping", "cache_GiB", "prefetch", "selector",
+          *derived_names(DecodeRun, _SPELLED))
 #: options that --autoconfig chooses itself
 _CHOSEN = ("cache_GiB", "prefetch", "selector", "gamma")
-
-
-def _flag(name: str) -> str:
-    return {"cache_GiB": "--cache-gib"}.get(name, "--" + name.replace("_", "-"))
+_flag = option_flag
+#: parameters whose option's value has another name in the command
+_DEST = {"routing": "draft_routing", "trace": "trace_path"}
 
 
 def check_ignored_options(given: set[str], values: dict[str, Any]) -> None:
@@ -71,18 +80,10 @@ def _default(name: str) -> Any:
 
 
 def decode_run_data(**opts: Any) -> dict[str, Any]:
-    """CLI option values -> DecodeRun data (also used by the what-if and autoconfig scripts)."""
-    data: dict[str, Any] = {k: v for k, v in opts.items() if v is not None and k not in
-                            ("predictor", "draft_routing", "depth", "width", "draft_mu", "overrides")}
-    if opts.get("predictor") is not None:
-        data["predictor"] = parse_decode_predictor(opts["predictor"])
-    if opts.get("draft_routing") is not None:
-        data["routing"] = parse_routing(opts["draft_routing"])
-    if opts.get("depth") is not None or opts.get("width") is not None:
-        data["tree"] = {name: field_default(DraftTree, name) if opts.get(name) is None else opts[name]
-                        for name in ("depth", "width")}
-    if opts.get("draft_mu") is not None:
-        data["draft"] = {"top1_logit_mean": opts["draft_mu"]}
+    """CLI option values (DecodeRun's flat parameters, ``draft_routing`` its routing, ``overrides`` the
+    ``--set`` items; None: not given) -> DecodeRun data."""
+    flat = {("routing" if k == "draft_routing" else k): v for k, v in opts.items() if k != "overrides"}
+    data = unflatten(DecodeRun, flat)
     if opts.get("overrides"):
         data["overrides"] = parse_overrides(opts["overrides"])
     return data
@@ -127,6 +128,7 @@ def decode_run_data(**opts: Any) -> dict[str, Any]:
               help="Sampling temperature of speculative decoding: 0 (greedy) or 1.")
 @click.option("--predictor", metavar="KIND",
               help=f"oracle, learned or accuracy:P [default: {_default('predictor').kind}].")
+@schema_options(DecodeRun, spelled=_SPELLED)
 @click.option("--backend", type=_choice("backend"), default=_default("backend"), show_default=True,
               help="Compute unit: the CPU cores (llama.cpp-like) or the HTP (HVX one-token products; its decode rate "
               "and per-layer overhead solved from two measured dense decodes, not the prefill fit; Q4_0 experts "
@@ -158,29 +160,22 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
            predictor: str | None,
            backend: str, queue_depth: int | None, warmup_tokens: int, trace_path: str | None, seed: int,
            overrides: tuple[str, ...], timeline: str | None, memory_budget_gib: float | None, autoconfig: bool,
-           check: bool, quiet: bool, as_json: bool) -> None:
+           check: bool, quiet: bool, as_json: bool, **derived: Any) -> None:
     """Simulate decode on a phone: an expert cache in DRAM, misses read from UFS, optional speculation."""
     source = click.get_current_context().get_parameter_source
-    given_old = set()
     if old_spec is not None:   # the option's old name, kept for one release
         deprecated("--spec", "--selector")
-        selector, given_old = old_spec, {"selector"}
-    params = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature", "predictor", "pinned_by",
-              "pinned_share", "read_grouping", "cache_GiB", "prefetch", "selector")
-    check_ignored_options({p for p in params if source(p) not in (ParameterSource.DEFAULT, None)} | given_old,
-                          {"gamma": gamma, "depth": depth, "width": width, "draft_routing": draft_routing,
-                           "draft_mu": draft_mu, "temperature": temperature, "predictor": predictor,
-                           "pinned_by": pinned_by, "pinned_share": pinned_share, "read_grouping": read_grouping,
-                           "read_group_size": read_group_size, "cache_GiB": cache_GiB, "prefetch": prefetch,
-                           "selector": selector, "cache_policy": cache_policy, "autoconfig": autoconfig})
-    run = validate_data(DecodeRun, decode_run_data(
-        model=model, device=device, tokens=tokens, context=context, cache_GiB=cache_GiB, cache_policy=cache_policy,
-        pinned_by=pinned_by, pinned_share=pinned_share, prefetch=prefetch, expert_format=expert_format,
-        read_group_size=read_group_size,
-        read_grouping=read_grouping, selector=selector, gamma=gamma, depth=depth,
-        width=width, draft_routing=draft_routing, draft_mu=draft_mu, temperature=temperature, predictor=predictor,
-        backend=backend,
-        queue_depth=queue_depth, warmup_tokens=warmup_tokens, trace=trace_path, seed=seed, overrides=overrides))
+        selector = old_spec
+    values = {"model": model, "device": device, "tokens": tokens, "context": context, "cache_GiB": cache_GiB,
+              "cache_policy": cache_policy, "pinned_by": pinned_by, "pinned_share": pinned_share, "prefetch": prefetch,
+              "expert_format": expert_format, "read_group_size": read_group_size, "read_grouping": read_grouping,
+              "selector": selector, "gamma": gamma, "depth": depth, "width": width, "routing": draft_routing,
+              "draft_mu": draft_mu, "temperature": temperature, "predictor": predictor, "backend": backend,
+              "queue_depth": queue_depth, "warmup_tokens": warmup_tokens, "trace": trace_path, "seed": seed, **derived}
+    given = {n for n in _ORDER if source(_DEST.get(n, n)) not in (ParameterSource.DEFAULT, None)}
+    check_ignored_options(given | ({"selector"} if old_spec is not None else set()),
+                          {**values, "autoconfig": autoconfig})
+    run = validate_data(DecodeRun, decode_run_data(**values, overrides=overrides))
     show = False if quiet else None
     if autoconfig or check or memory_budget_gib is not None:
         given_policy = cache_policy if source("cache_policy") not in (ParameterSource.DEFAULT, None) else None

@@ -9,10 +9,12 @@ from typing import Any
 import click
 
 from moesim.cli.output import describe_routing, emit_json, emit_table, timeline_path, write_timeline
+from moesim.cli.run_options import FINITE, schema_options
 from moesim.config.base import field_choices, field_default
 from moesim.config.loading import validate_data
-from moesim.config.prefill import POLICY_NAMES, PREFETCH_POINTS, PrefillRun, build_policy, policy_options
+from moesim.config.prefill import POLICY_NAMES, PREFETCH_POINTS, PrefillRun, policy_options
 from moesim.config.profiles import phone_profile
+from moesim.config.schema import unflatten
 from moesim.cost.uncertainty import budget_warning
 from moesim.errors import InputError
 from moesim.progress import activity
@@ -22,6 +24,7 @@ from moesim.simulate.prefill import simulate_prefill
 __all__ = ["prefill", "show_prefill", "describe_protocol", "parse_overrides", "FINITE", "warn_budget_above_device",
            "protocol_options", "page_cache_of"]
 
+
 def warn_budget_above_device(budget_GiB: float | None, device: str, overrides: dict[str, float]) -> None:
     """A budget above the phone's usable memory constrains nothing: say so on stderr."""
     if budget_GiB is None or not math.isfinite(budget_GiB):
@@ -30,22 +33,6 @@ def warn_budget_above_device(budget_GiB: float | None, device: str, overrides: d
     if budget_GiB > usable:
         click.echo(f"warning: --memory-budget-gib {budget_GiB:g} exceeds the {usable:g} GiB usable memory of "
                    f"{device}; the device's memory, not the budget, limits this run", err=True)
-
-
-class FiniteFloat(click.types.FloatParamType):
-    """A float option that must be a finite number: ``nan`` and ``inf`` are refused as such when the
-    option is read, before a range or an applicability check could call ``nan`` something else."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        number = float(super().convert(value, param, ctx))
-        if not math.isfinite(number):
-            flags = [o for o in (param.opts if param is not None else []) if o.startswith("--")]
-            raise InputError(flags[0] if flags else "value", "must be a finite number", number)
-        return number
-
-
-#: the type of every float option of a run
-FINITE = FiniteFloat()
 
 
 def parse_overrides(items: tuple[str, ...]) -> dict[str, float]:
@@ -109,6 +96,12 @@ def page_cache_of(warm: bool) -> str:
     return "warm" if warm else field_default(PrefillRun, "page_cache")
 
 
+#: the parameters of PrefillRun that ``moesim prefill`` spells itself (``--warm`` is page_cache, ``--trace``'s
+#: value trace_path); every other is an option of schema_options
+_SPELLED = ("model", "device", "tokens", "trace", "policy", "group_size", "banks", "queue_depth", "prefetch",
+            "memory_budget_GiB", "seed", "page_cache", "ttft_from")
+
+
 @click.command()
 @click.option("--model", default=_default("model"), show_default=True, metavar="NAME|PATH")
 @click.option("--device", default=_default("device"), show_default=True, metavar="NAME|PATH")
@@ -120,6 +113,7 @@ def page_cache_of(warm: bool) -> str:
 @click.option("--banks", type=int, help=f"Banks in the arena ({_takes('banks')}).")
 @click.option("--queue-depth", type=int, help=f"Reads in flight ({_takes('queue_depth')}).")
 @click.option("--prefetch", type=click.Choice(PREFETCH_POINTS), help=f"{_takes('prefetch')} prefetch point.")
+@schema_options(PrefillRun, spelled=_SPELLED)
 @click.option("--memory-budget-gib", type=FINITE, help="Peak-memory budget; the default rule fits B to it.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.FIELD=VALUE",
               help="Override one profile number for a what-if (repeatable), e.g. ufs.effective_read_bw_GBps=3.0")
@@ -133,16 +127,16 @@ def page_cache_of(warm: bool) -> str:
 def prefill(model: str, device: str, tokens: int, trace_path: str | None, policy: str, group_size: int | None,
             banks: int | None, queue_depth: int | None, prefetch: str | None, memory_budget_gib: float | None,
             overrides: tuple[str, ...], warm: bool, ttft_from: str, seed: int, timeline: str | None, quiet: bool,
-            as_json: bool) -> None:
+            as_json: bool, **derived: Any) -> None:
     """Simulate MoE prefill with expert streaming (EStream) or a baseline policy.
 
     By default the page cache is dropped before the process starts and the TTFT runs from the
     prompt's arrival at the loaded process (load_s reports the load phase beside it)."""
-    options = {"group_size": group_size, "banks": banks, "queue_depth": queue_depth, "prefetch": prefetch}
-    run = validate_data(PrefillRun, {"model": model, "device": device, "tokens": tokens, "trace": trace_path,
-                                     "policy": build_policy(policy, options), "memory_budget_GiB": memory_budget_gib,
-                                     "seed": seed, "overrides": parse_overrides(overrides),
-                                     "page_cache": page_cache_of(warm), "ttft_from": ttft_from})
+    flat = {"model": model, "device": device, "tokens": tokens, "trace": trace_path, "policy": policy,
+            "group_size": group_size, "banks": banks, "queue_depth": queue_depth, "prefetch": prefetch,
+            "memory_budget_GiB": memory_budget_gib, "seed": seed, "page_cache": page_cache_of(warm),
+            "ttft_from": ttft_from, **derived}
+    run = validate_data(PrefillRun, {**unflatten(PrefillRun, flat), "overrides": parse_overrides(overrides)})
     warn_budget_above_device(run.memory_budget_GiB, run.device, run.overrides)
     with activity(f"prefill {run.model}, {run.tokens} tokens", show=False if quiet else None):
         result = simulate_prefill(run)

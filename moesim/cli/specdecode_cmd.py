@@ -9,19 +9,13 @@ from click.core import ParameterSource
 
 from moesim.cli.output import describe_routing, emit_json, emit_table, parse_int_list, writable_path
 from moesim.cli.prefill_cmd import parse_overrides
+from moesim.cli.run_options import derived_names, schema_options
 from moesim.config.base import field_choices, field_default
 from moesim.config.device import GPUServerProfile
 from moesim.config.loading import validate_data
 from moesim.config.profiles import gpu_profile
-from moesim.config.specdecode import (
-    MTP_TOP1_LOGIT,
-    SELECTORS,
-    DraftTree,
-    SpecDecodeRun,
-    mtp_draft,
-    parse_predictor,
-    parse_routing,
-)
+from moesim.config.schema import params, unflatten
+from moesim.config.specdecode import SELECTORS, DraftTree, SpecDecodeRun
 from moesim.errors import InputError
 from moesim.plotting import check_figure_path, pyplot, save_figure
 from moesim.progress import activity
@@ -37,6 +31,15 @@ _ROWS = (("mean_active_experts", "{:.3f}"), ("acceptance_length", "{:.3f}"), ("h
          ("tokens_per_s", "{:.2f}"), ("speedup_vs_ar", "{:.3f}"), ("steps", "{:,}"))
 
 
+#: the parameters of SpecDecodeRun that ``moesim specdecode`` spells itself (``--trace``'s value is trace_path,
+#: ``--set`` the overrides); every other is an option of schema_options
+_SPELLED = ("model", "device", "trace", "selector", "gamma", "predictor", "depth", "width", "routing", "epsilon",
+            "t_draft_ms", "t_pred_ms", "passes", "batch_size", "requests", "drafter", "draft_mu", "temperature", "seed")
+#: the predictor's own parameters (its accuracy, its folds): read where the predictor is
+_PREDICTOR_PARAMS = tuple(n for n in derived_names(SpecDecodeRun, _SPELLED) if params(SpecDecodeRun)[n].field
+                          == "predictor")
+
+
 def check_ignored_options(given: set[str], values: dict[str, Any], selector: str | None, sweep: bool) -> None:
     """Refuse an option the run would ignore: a predictor (or its time, or epsilon) under
     confidence selection, a draft time at gamma 1, ``--gamma`` beside ``--gamma-sweep``."""
@@ -45,7 +48,7 @@ def check_ignored_options(given: set[str], values: dict[str, Any], selector: str
     # a sweep runs all three rules
     rule = selector if selector is not None else ("ecospec" if sweep else _default("selector"))
     if rule == "confidence":
-        for name in ("predictor", "epsilon", "t_pred_ms"):
+        for name in ("predictor", "epsilon", "t_pred_ms", *_PREDICTOR_PARAMS):
             if name in given:
                 raise InputError("--" + name.replace("_", "-"), "is read only by the cost-aware rules (--selector "
                                  "ecospec or global-cost), not by confidence selection",
@@ -138,6 +141,7 @@ def _default(name: str) -> Any:
               "fitted draft (its catalog entry's eagle3_draft, fitted to its published alpha), else the generic "
               "one, fitted to gpt-oss-120b's alpha = 1.88 (with --draft mtp: the MTP module's, 2.640); the output "
               "names which.")
+@schema_options(SpecDecodeRun, spelled=_SPELLED)
 @click.option("--temperature", type=float, default=_default("temperature"), show_default=True,
               help="Sampling temperature, 0 (greedy) or 1 (rejection sampling: acceptance from the model's "
               "published T=1/T=0 ratio).")
@@ -156,26 +160,21 @@ def specdecode(model: str, device: str, trace_path: str | None, selector: str | 
                t_pred_ms: float | None, passes: int, batch_size: int, requests: str | None, drafter: str,
                draft_mu: float | None, temperature: float, seed: int,
                overrides: tuple[str, ...], gamma_sweep: str | None, plot: str | None, quiet: bool,
-               as_json: bool) -> None:
+               as_json: bool, **derived: Any) -> None:
     """Simulate speculative decoding with draft trees and a selection rule (EcoSpec), batch 1 or more."""
     source = click.get_current_context().get_parameter_source
     given = {p for p in ("predictor", "epsilon", "t_pred_ms", "t_draft_ms", "gamma")
              if source(p) not in (ParameterSource.DEFAULT, None)}
+    given |= {name for name, value in derived.items() if value is not None}
     check_ignored_options(given, {"predictor": predictor, "epsilon": epsilon, "t_pred_ms": t_pred_ms,
-                                  "t_draft_ms": t_draft_ms, "gamma": gamma}, selector, gamma_sweep is not None)
-    draft: dict[str, object] | None = None if draft_mu is None else {"top1_logit_mean": draft_mu}
-    if drafter == "mtp":     # the MTP module's accuracy (its depth decay kept under --draft-mu)
-        draft = mtp_draft(MTP_TOP1_LOGIT if draft_mu is None else draft_mu).model_dump()
-    run = validate_data(SpecDecodeRun, {
-        "model": model, "device": device, "trace": trace_path,
-        "selector": _default("selector") if selector is None else selector,
-        "gamma": gamma, "predictor": None if predictor is None else parse_predictor(predictor),
-        "tree": {"depth": depth, "width": width},
-        "routing": parse_routing(draft_routing), "epsilon": epsilon, "t_draft_ms": t_draft_ms,
-        "t_pred_ms": t_pred_ms, "passes": passes, "batch_size": batch_size, "requests": requests, "drafter": drafter,
-        "seed": seed, "temperature": temperature,
-        "overrides": parse_overrides(overrides),
-        **({"draft": draft} if draft is not None else {})})
+                                  "t_draft_ms": t_draft_ms, "gamma": gamma, **derived}, selector,
+                          gamma_sweep is not None)
+    flat = {"model": model, "device": device, "trace": trace_path, "selector": selector, "gamma": gamma,
+            "predictor": predictor, "depth": depth, "width": width, "routing": draft_routing, "epsilon": epsilon,
+            "t_draft_ms": t_draft_ms, "t_pred_ms": t_pred_ms, "passes": passes, "batch_size": batch_size,
+            "requests": requests, "drafter": drafter, "draft_mu": draft_mu, "temperature": temperature, "seed": seed,
+            **derived}
+    run = validate_data(SpecDecodeRun, {**unflatten(SpecDecodeRun, flat), "overrides": parse_overrides(overrides)})
     profile = gpu_profile(run.device, run.overrides)
     if plot and gamma_sweep is None:
         raise InputError("--plot", "needs --gamma-sweep", plot)

@@ -17,14 +17,17 @@ from pydantic_core import PydanticCustomError
 
 from moesim.config.base import Finite
 from moesim.config.catalog import DEFAULT_DECODE_MODEL, DEFAULT_PHONE_DEVICE, load_model
-from moesim.config.specdecode import (
+from moesim.config.draft import (
+    DRAFT_NAMES,
     DraftAccuracy,
     DraftRouting,
     DraftTree,
     MixtureRouting,
     Temperature,
     check_temperature,
+    parse_routing,
 )
+from moesim.config.schema import Flat, params
 from moesim.errors import InputError, MoesimError, deprecated
 from moesim.limits import MAX_DECODE_SLOTS, decode_size_rule
 
@@ -56,7 +59,8 @@ class DecodePredictor(Finite):
     a draft's from the last verified token's: the ``learned`` predictor of ``specdecode``)."""
 
     kind: Literal["oracle", "accuracy", "learned"] = "learned"
-    fraction: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    fraction: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
+        None, description="kind accuracy: the share of each token's true experts the predictor names")
 
     @model_validator(mode="before")
     @classmethod
@@ -71,6 +75,26 @@ class DecodePredictor(Finite):
         if (self.kind == "accuracy") != (self.fraction is not None):
             raise ValueError("fraction is set exactly when kind is 'accuracy'")
         return self
+
+
+def parse_decode_predictor(text: str) -> dict[str, object]:
+    """``"oracle"``, ``"learned"`` or ``"accuracy:0.9"`` -> config data (``"trace"``: ``learned``'s old name).
+
+    >>> parse_decode_predictor("accuracy:0.9")
+    {'kind': 'accuracy', 'fraction': 0.9}
+    """
+    kind, _, arg = text.partition(":")
+    try:
+        if kind in ("oracle", "learned") and not arg:
+            return {"kind": kind}
+        if kind == "trace" and not arg:
+            deprecated("--predictor trace", "--predictor learned")
+            return {"kind": "learned"}
+        if kind == "accuracy" and arg and 0.0 <= float(arg) <= 1.0:
+            return {"kind": "accuracy", "fraction": float(arg)}
+    except ValueError:
+        pass
+    raise InputError("predictor", "must be oracle, learned or accuracy:P (0 <= P <= 1)", text)
 
 
 class DecodeRun(Finite):
@@ -101,11 +125,11 @@ class DecodeRun(Finite):
                                                           "(none: plain decoding)")
     gamma: PositiveInt = Field(4, le=64, description="tokens verified per step, the root included")
     epsilon: PositiveFloat = Field(1.0, allow_inf_nan=False, description="the score's epsilon: P / (cost + epsilon)")
-    tree: DraftTree = Field(default_factory=DraftTree)
-    draft: DraftAccuracy = Field(default_factory=DraftAccuracy)
+    tree: Annotated[DraftTree, Flat(prefix="")] = Field(default_factory=DraftTree)
+    draft: Annotated[DraftAccuracy, DRAFT_NAMES] = Field(default_factory=DraftAccuracy)
     temperature: Temperature = Field(0.0, description="sampling temperature: 0 (greedy) or 1 (rejection sampling)")
-    routing: DraftRouting = Field(default_factory=MixtureRouting)
-    predictor: DecodePredictor = Field(default_factory=DecodePredictor)
+    routing: Annotated[DraftRouting, Flat(parse=parse_routing)] = Field(default_factory=MixtureRouting)
+    predictor: Annotated[DecodePredictor, Flat(parse=parse_decode_predictor)] = Field(default_factory=DecodePredictor)
     backend: Literal["cpu", "npu"] = Field(
         "cpu", description="the CPU (llama.cpp-like, what published flash-streaming decoders run) or the HTP")
     queue_depth: PositiveInt | None = Field(None, description="UFS reads in flight; None = the profile's default")
@@ -168,28 +192,33 @@ class DecodeRun(Finite):
 
 #: the run fields that decide whether an option is read (what :func:`ignored_option` looks at)
 OPTIONS_DEPEND_ON = ("selector", "prefetch", "cache_policy", "read_group_size")
-#: options that only speculation reads (the draft tree as depth and width, the draft as draft_mu)
-_SPECULATIVE = ("gamma", "depth", "width", "draft_routing", "draft_mu", "temperature")
+#: run fields that only speculation reads (the draft tree, the draft, the routing of wrong drafts)
+_SPECULATIVE = ("gamma", "tree", "draft", "routing", "temperature")
 _COST_AWARE = ("ecospec", "cache-aware")
 
 
 def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], str] = str) -> str | None:
     """Why a decode run with ``values`` (fields by name; DecodeRun's defaults for those missing)
-    does not read option ``name``, or None where it does: the one rule behind ``moesim decode``'s
-    refusal of an option the run would ignore and a decode grid's of an axis that would run the
-    same point for each of its values. ``flag`` spells a field as the caller's user wrote it.
+    does not read option ``name`` (a flat parameter: :func:`moesim.config.schema.params`), or None
+    where it does: the one rule behind ``moesim decode``'s refusal of an option the run would ignore
+    and a decode grid's of an axis that would run the same point for each of its values. ``flag``
+    spells a field as the caller's user wrote it.
 
     >>> ignored_option("pinned_share", {"cache_policy": "lru"})
     'applies to cache_policy pinned only (here lru)'
     >>> ignored_option("gamma", {"selector": "ecospec"}) is None
     True
+    >>> ignored_option("routing_window", {})
+    'applies to speculative decoding only (it needs selector confidence, ecospec or cache-aware)'
     """
     v = {k: DecodeRun.model_fields[k].default for k in OPTIONS_DEPEND_ON} | dict(values)
-    if name in _SPECULATIVE and v["selector"] == "none":
+    flat = params(DecodeRun)
+    field = flat[name].field if name in flat else name
+    if field in _SPECULATIVE and v["selector"] == "none":
         return f"applies to speculative decoding only (it needs {flag('selector')} confidence, ecospec or cache-aware)"
-    if name == "epsilon" and v["selector"] not in _COST_AWARE:
+    if field == "epsilon" and v["selector"] not in _COST_AWARE:
         return f"is read only by {flag('selector')} ecospec or cache-aware (here {v['selector']})"
-    if name == "predictor" and v["prefetch"] == "none" and v["selector"] not in _COST_AWARE:
+    if field == "predictor" and v["prefetch"] == "none" and v["selector"] not in _COST_AWARE:
         return (f"is read only by {flag('prefetch')} next-layer and by {flag('selector')} ecospec or cache-aware "
                 f"(here prefetch {v['prefetch']}, selector {v['selector']})")
     if name in ("pinned_by", "pinned_share") and v["cache_policy"] != "pinned":
@@ -197,23 +226,3 @@ def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], s
     if name == "read_grouping" and v["read_group_size"] <= 1:
         return f"needs {flag('read_group_size')} > 1 (one expert a read forms no groups)"
     return None
-
-
-def parse_decode_predictor(text: str) -> dict[str, object]:
-    """``"oracle"``, ``"learned"`` or ``"accuracy:0.9"`` -> config data (``"trace"``: ``learned``'s old name).
-
-    >>> parse_decode_predictor("accuracy:0.9")
-    {'kind': 'accuracy', 'fraction': 0.9}
-    """
-    kind, _, arg = text.partition(":")
-    try:
-        if kind in ("oracle", "learned") and not arg:
-            return {"kind": kind}
-        if kind == "trace" and not arg:
-            deprecated("--predictor trace", "--predictor learned")
-            return {"kind": "learned"}
-        if kind == "accuracy" and arg and 0.0 <= float(arg) <= 1.0:
-            return {"kind": "accuracy", "fraction": float(arg)}
-    except ValueError:
-        pass
-    raise InputError("predictor", "must be oracle, learned or accuracy:P (0 <= P <= 1)", text)

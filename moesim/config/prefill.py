@@ -13,6 +13,7 @@ from pydantic import Field, PositiveInt
 
 from moesim.config.base import Finite, Frozen
 from moesim.config.catalog import DEFAULT_MODEL, DEFAULT_PHONE_DEVICE
+from moesim.config.schema import Flat, unflatten
 from moesim.errors import InputError
 
 __all__ = ["Prefetch", "PREFETCH_POINTS", "PageCache", "TTFTFrom", "EStreamPolicy", "ResidentPolicy", "NaivePolicy",
@@ -148,18 +149,11 @@ def build_policy(kind: str, options: Mapping[str, Any], *, strict: bool = True) 
     moesim.errors.InputError: --banks applies to policy estream, not resident, got 3
     """
     takes = policy_options()
-    policy: dict[str, Any] = {"kind": kind}
     for name, value in options.items():
-        if value is None:
-            continue
-        flag = f"--{name.replace('_', '-')}"
-        if name not in takes:
-            raise InputError(flag, f"is not an option of any prefill policy ({', '.join(takes)})", value)
-        if kind not in takes[name]:
-            if not strict:
-                continue
-            raise InputError(flag, f"applies to policy {', '.join(sorted(takes[name]))}, not {kind}", value)
-        policy[name] = value
+        if value is not None and name not in takes:
+            raise InputError(f"--{name.replace('_', '-')}", f"is not an option of any prefill policy "
+                             f"({', '.join(takes)})", value)
+    policy: dict[str, Any] = unflatten(PrefillRun, {"policy": kind, **options}, strict=strict)["policy"]
     return policy
 
 
@@ -170,7 +164,8 @@ class PrefillRun(Finite):
     model: str = DEFAULT_MODEL
     device: str = DEFAULT_PHONE_DEVICE
     tokens: Annotated[int, Field(gt=0, le=2**31 - 1)] = Field(1024, description="prompt length")
-    policy: PrefillPolicy = Field(default_factory=EStreamPolicy)
+    #: a policy's options are parameters of their own names (``group_size``), not ``policy_group_size``
+    policy: Annotated[PrefillPolicy, Flat(prefix="")] = Field(default_factory=EStreamPolicy)
     memory_budget_GiB: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
     trace: str | None = Field(None, description="canonical trace file; None = the model's default source")
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0

@@ -16,17 +16,14 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from moesim.config.base import field_default
-from moesim.config.decode import OPTIONS_DEPEND_ON as DECODE_DEPENDS
-from moesim.config.decode import ignored_option as decode_ignored_option
-from moesim.config.prefill import PrefillRun, policy_options
-from moesim.config.specdecode import OPTIONS_DEPEND_ON as SPEC_DEPENDS
-from moesim.config.specdecode import ignored_option as spec_ignored_option
+from moesim.config import schema
+from moesim.config.schema import Param
 from moesim.errors import InputError, format_value
+from moesim.simulate import WORKLOADS, OptionRule
+from moesim.sweep.params import kind_of
 
 __all__ = ["grid_size", "check_values", "check_policy_options", "policy_option_notes", "check_option_rules",
            "option_rule_notes", "estimate_s", "describe_s"]
@@ -57,7 +54,7 @@ def _where(name: str | None, fixed: dict[str, Any], axes: dict[str, list[Any]], 
     for candidate in (name, *quoted, varied):
         if candidate in axes:
             values = axes[candidate]
-            i = next(i for i, v in enumerate(values) if v == params[candidate])
+            i = next(i for i, v in enumerate(values) if v is params[candidate] or v == params[candidate])
             return f"axes.{candidate}[{i}]", values[i]
         if candidate in fixed:
             return f"fixed.{candidate}", fixed[candidate]
@@ -97,52 +94,55 @@ def check_values(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]
                              source=source) from None
 
 
-def _policies(fixed: dict[str, Any], axes: dict[str, list[Any]]) -> list[str]:
-    return [str(p) for p in axes.get("policy", [fixed.get("policy", field_default(PrefillRun, "policy").kind)])]
+def _variant_options(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]
+                     ) -> list[tuple[str, Param, list[Any], list[Any]]]:
+    """Each option of a section's variants the grid sets (a policy's ``banks``, a routing's
+    ``routing_window``) -> (its name, its parameter, the kinds of its section the grid runs, those
+    that take it)."""
+    flat = schema.params(WORKLOADS[workload].run_type)
+    out = []
+    for name in [*fixed, *axes]:
+        param = flat.get(name)
+        if param is None or param.kinds is None:
+            continue
+        kind = flat[param.field]
+        given = axes.get(kind.name, [fixed.get(kind.name, kind.default)])
+        kinds = list(dict.fromkeys(kind_of(kind, value) for value in given))
+        out.append((name, param, kinds, [k for k in kinds if k in param.kinds]))
+    return out
 
 
-def _option_users(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]) -> dict[str, list[str]]:
-    """Each policy option the grid sets -> the policies of the grid that take it."""
-    if workload != "prefill":
-        return {}
-    policies = _policies(fixed, axes)
-    return {option: [p for p in policies if p in kinds] for option, kinds in policy_options().items()
-            if option in fixed or option in axes}
+def _names(kinds: list[Any]) -> str:
+    return ", ".join("none given" if k is None else str(k) for k in kinds)
 
 
 def check_policy_options(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
-    """A policy option that no policy of the grid takes would be dropped from every point (an
-    axis of it would run the same point several times): refused."""
-    takes = policy_options()
-    for option, users in _option_users(workload, fixed, axes).items():
+    """An option of a section's variants that no variant of the grid takes (a policy option no policy
+    of the grid takes) would be dropped from every point (an axis of it would run the same point
+    several times): refused."""
+    for name, param, kinds, users in _variant_options(workload, fixed, axes):
         if not users:
-            where = f"axes.{option}" if option in axes else f"fixed.{option}"
-            raise InputError(where, f"applies to policy {', '.join(sorted(takes[option]))}, and no policy of the "
-                             "grid takes it", ", ".join(_policies(fixed, axes)), source=source)
+            where = f"axes.{name}" if name in axes else f"fixed.{name}"
+            raise InputError(where, f"applies to {param.field} {', '.join(sorted(param.kinds or ()))}, and no "
+                             f"{param.field} of the grid takes it", _names(kinds), source=source)
 
 
 def policy_option_notes(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]) -> list[str]:
-    """One line per policy option that some policies of the grid do not take (their points run
-    without it: the documented rule, said once)."""
-    takes, notes = policy_options(), []
-    for option, users in _option_users(workload, fixed, axes).items():
-        skip = [p for p in _policies(fixed, axes) if p not in users]
+    """One line per option of a section's variants that some variants of the grid do not take (their
+    points run without it: the documented rule, said once)."""
+    notes = []
+    for name, param, kinds, users in _variant_options(workload, fixed, axes):
+        skip = [k for k in kinds if k not in users]
         if skip:
-            notes.append(f"{option} applies to policy {', '.join(sorted(takes[option]))}; the points of policy "
-                         f"{', '.join(skip)} run without it")
+            notes.append(f"{name} applies to {param.field} {', '.join(sorted(param.kinds or ()))}; the points of "
+                         f"{param.field} {_names(skip)} run without it")
     return notes
 
 
-Rule = Callable[[str, Mapping[str, Any]], "str | None"]
-
-
-def _rule(workload: str) -> tuple[Rule, tuple[str, ...]] | None:
+def _rule(workload: str) -> tuple[OptionRule, tuple[str, ...]] | None:
     """The workload's rule of which options a run reads, and the fields it looks at (the CLI's)."""
-    if workload == "decode":
-        return decode_ignored_option, DECODE_DEPENDS
-    if workload == "specdecode":
-        return spec_ignored_option, SPEC_DEPENDS
-    return None
+    entry = WORKLOADS[workload]
+    return None if entry.ignored_option is None else (entry.ignored_option, entry.options_depend_on)
 
 
 def _ignoring(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]

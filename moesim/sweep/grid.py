@@ -1,9 +1,9 @@
 """Grid files: ``[fixed]`` parameters and ``[axes]`` lists, validated, expanded into points.
 
 A grid is the cartesian product of its axes, in the order they appear in the file (the
-last axis varies fastest). Parameter names are those of the workload's run
-(:class:`moesim.config.prefill.PrefillRun`, :class:`moesim.config.specdecode.SpecDecodeRun`); a
-dotted name (``ufs.effective_read_bw_GBps``) overrides one number of the device profile.
+last axis varies fastest). Parameter names are the flat parameters of the workload's run model
+(:mod:`moesim.sweep.params`, the workloads of :data:`moesim.simulate.WORKLOADS`); a dotted name
+(``ufs.effective_read_bw_GBps``) overrides one number of the device profile.
 """
 
 from __future__ import annotations
@@ -13,18 +13,15 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, create_model
+from pydantic import ConfigDict, create_model
 
-from moesim.config.base import Frozen, field_default
 from moesim.config.catalog import load_model
-from moesim.config.decode import DecodeRun
 from moesim.config.loading import read_toml, validate_data
-from moesim.config.prefill import POLICY_MODELS, PageCache, PolicyName, PrefillRun, TTFTFrom, policy_options
 from moesim.config.profiles import load_profile, override_profile
-from moesim.config.specdecode import DraftTree, Selector, SpecDecodeRun
 from moesim.errors import InputError, deprecated
+from moesim.simulate import WORKLOADS
 from moesim.sweep.check import (
     check_option_rules,
     check_policy_options,
@@ -33,125 +30,22 @@ from moesim.sweep.check import (
     option_rule_notes,
     policy_option_notes,
 )
-from moesim.sweep.values import check_duplicates, check_kinds, check_override_names, check_override_values
+from moesim.sweep.params import axes_model, grid_params
+from moesim.sweep.values import (
+    check_duplicates,
+    check_kinds,
+    check_override_names,
+    check_override_values,
+    takes_switch,
+)
 
-__all__ = ["WORKLOADS", "PrefillParams", "SpecDecodeParams", "DecodeParams", "Point", "Grid", "GridTooLarge",
-           "parse_grid", "load_grid",
-           "MAX_GRID_POINTS"]
+__all__ = ["Point", "Grid", "GridTooLarge", "parse_grid", "load_grid", "MAX_GRID_POINTS"]
 
 #: the most points a grid may expand to: each point costs ~20 us and ~1 KB to expand (2,000,000:
 #: ~40 s and ~2 GB before the first point runs), so a larger grid is refused before expanding
 MAX_GRID_POINTS = 2_000_000
 
-_TAKES = policy_options()
-
-
-def _takes(option: str) -> str:
-    """The policies that take a policy option, as its field description."""
-    return ", ".join(sorted(_TAKES[option]))
-
-
-class _Params(Frozen):
-    """The parameters a grid of one workload may fix or sweep."""
-
-
-def _prefill_params() -> type[_Params]:
-    """What a prefill grid may fix or sweep: PrefillRun's own fields with its defaults (those of
-    ``moesim prefill``), and every policy option (:func:`moesim.config.prefill.policy_options`)
-    with the type of the first policy that takes it, unset by default (the policy's own default
-    applies), so a new policy option is a grid parameter with no edit here. The value checks are
-    the run's, made for every value before any point runs (:func:`moesim.sweep.check.check_values`),
-    so that a refusal names the axis and the value."""
-    fields: dict[str, Any] = {
-        "model": (str, field_default(PrefillRun, "model")), "device": (str, field_default(PrefillRun, "device")),
-        "tokens": (PositiveInt, field_default(PrefillRun, "tokens")),
-        "policy": (PolicyName, field_default(PrefillRun, "policy").kind)}
-    for option in _TAKES:
-        info = next(m.model_fields[option] for m in POLICY_MODELS if option in m.model_fields)
-        item: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
-        fields[option] = (item | None, Field(None, description=_takes(option)))
-    fields.update({"memory_budget_GiB": (PositiveFloat | None, None), "trace": (str | None, None),
-                   "seed": (int, field_default(PrefillRun, "seed")),
-                   "page_cache": (PageCache, Field(field_default(PrefillRun, "page_cache"),
-                                                   description=PrefillRun.model_fields["page_cache"].description)),
-                   "ttft_from": (TTFTFrom, Field(field_default(PrefillRun, "ttft_from"),
-                                                 description=PrefillRun.model_fields["ttft_from"].description))})
-    model: type[_Params] = create_model("PrefillParams", __base__=_Params,
-                                        __doc__="What a prefill grid may fix or sweep (defaults of moesim prefill).",
-                                        **fields)
-    return model
-
-
-PrefillParams = _prefill_params()
-
-
-def _spec(name: str) -> Any:
-    return field_default(SpecDecodeRun, name)
-
-
-class SpecDecodeParams(_Params):
-    """What a speculative-decoding grid may fix or sweep: the defaults are SpecDecodeRun's (those
-    of ``moesim specdecode``), the draft tree as depth and width; values checked as for prefill."""
-
-    model: str = _spec("model")
-    device: str = _spec("device")
-    trace: str | None = None
-    selector: Selector = _spec("selector")
-    gamma: Annotated[int, Field(ge=1, le=64)] = _spec("gamma")
-    epsilon: PositiveFloat = _spec("epsilon")
-    predictor: str | None = Field(None, description="oracle, learned[:FOLDS], accuracy:P; None = the realistic "
-                                                    "default (learned on a real trace, else the published accuracy)")
-    routing: str = Field(_spec("routing").kind, description="mixture[:SHARE], nearby[:WINDOW], request, trace, "
-                                                            "same-position, alternative[:SHARE]")
-    depth: Annotated[int, Field(ge=1, le=8)] = field_default(DraftTree, "depth")
-    width: Annotated[int, Field(ge=1, le=8)] = field_default(DraftTree, "width")
-    t_draft_ms: NonNegativeFloat | None = None
-    t_pred_ms: NonNegativeFloat | None = None
-    passes: Annotated[int, Field(ge=1, le=100)] = _spec("passes")
-    seed: Annotated[int, Field(ge=0)] = _spec("seed")
-
-
-#: DecodeRun fields a grid takes as they are; the draft tree is flattened to depth and width
-#: (as in moesim decode); the nested draft, routing and predictor sections are not swept
-_DECODE_NESTED = ("tree", "draft", "routing", "predictor", "overrides")
-
-
-def _decode_params() -> type[_Params]:
-    """What a phone-decode grid may fix or sweep: DecodeRun's own fields, types, constraints and
-    defaults (so a default or a choice exists once), with the draft tree as depth and width."""
-    fields: dict[str, Any] = {}
-    for name, info in DecodeRun.model_fields.items():
-        if name in _DECODE_NESTED:
-            continue
-        annotation = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
-        fields[name] = (annotation, Field(info.default, description=info.description))
-    tree = DraftTree.model_fields
-    for name in ("depth", "width"):
-        item: Any = Annotated[tree[name].annotation, *tree[name].metadata]
-        fields[name] = (item, tree[name].default)
-    model: type[_Params] = create_model("DecodeParams", __base__=_Params,
-                                        __doc__="What a phone-decode grid may fix or sweep (defaults of moesim "
-                                                "decode).", **fields)
-    return model
-
-
-DecodeParams = _decode_params()
-
-WORKLOADS: dict[str, type[_Params]] = {"prefill": PrefillParams, "specdecode": SpecDecodeParams,
-                                       "decode": DecodeParams}
 _WORKLOAD_NAMES = " or ".join(f'"{w}"' for w in WORKLOADS)
-
-
-def _axes_model(params: type[_Params]) -> type[BaseModel]:
-    """A model whose fields are non-empty lists of the parameter types (constraints kept)."""
-    fields: dict[str, Any] = {}
-    for name, info in params.model_fields.items():
-        item = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
-        fields[name] = (list[item] | None, None)  # type: ignore[valid-type]
-    return create_model(f"{params.__name__}Axes", __config__=ConfigDict(extra="forbid"), **fields)
-
-
-_AXES = {name: _axes_model(p) for name, p in WORKLOADS.items()}
 
 
 @dataclass(frozen=True)
@@ -267,14 +161,15 @@ def _check_grid(workload: str, fixed: dict[str, Any], fixed_over: dict[str, Any]
     """Every check of the values, in the order a reader would fix them: each value's kind, the
     parameters' names and ranges, duplicates, the device overrides, one run built for every value,
     then options that no point reads (:mod:`moesim.sweep.values`, :mod:`moesim.sweep.check`)."""
-    _no_booleans(fixed, axes, source)
-    params_model = WORKLOADS[workload]
+    params_model = grid_params(workload)
+    _no_booleans({n for n, f in params_model.model_fields.items() if takes_switch(f.annotation)}, fixed, axes, source)
     check_kinds(params_model, fixed, axes, source)
     both = sorted((set(fixed) | set(fixed_over)) & (set(axes) | set(axes_over)))
     if both:
         raise InputError(both[0], "is both in [fixed] and in [axes]", show_value=False, source=source)
-    checked = validate_data(create_model("Grid", __config__=ConfigDict(extra="forbid"), fixed=(params_model, ...),
-                                         axes=(_AXES[workload], ...)), {"fixed": fixed, "axes": axes}, source=source)
+    grid_model = create_model("Grid", __config__=ConfigDict(extra="forbid"), fixed=(params_model, ...),
+                              axes=(axes_model(workload), ...))
+    checked = validate_data(grid_model, {"fixed": fixed, "axes": axes}, source=source)
     normal = checked.model_dump()["axes"]
     check_duplicates(workload, {name: normal[name] for name in axes}, axes, source)
     all_fixed = {**fixed, **fixed_over}
@@ -314,13 +209,14 @@ def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | Non
                 hash=hashlib.sha256(digest.encode()).hexdigest()[:16])
 
 
-def _no_booleans(fixed: dict[str, Any], axes: dict[str, Any], source: str) -> None:
-    """TOML ``true`` is not a count: pydantic's lax mode would read it as 1."""
+def _no_booleans(switches: set[str], fixed: dict[str, Any], axes: dict[str, Any], source: str) -> None:
+    """TOML ``true`` is not a count: pydantic's lax mode would read it as 1 (``switches``: the
+    parameters that do take true or false)."""
     for name, value in fixed.items():
-        if isinstance(value, bool):
+        if isinstance(value, bool) and name not in switches:
             raise InputError(f"fixed.{name}", "must be a number or a name, not a boolean", value, source=source)
     for name, values in axes.items():
-        for i, value in enumerate(values if isinstance(values, list) else []):
+        for i, value in enumerate(values if isinstance(values, list) and name not in switches else []):
             if isinstance(value, bool):
                 raise InputError(f"axes.{name}[{i}]", "must be a number or a name, not a boolean", value,
                                  source=source)
@@ -329,7 +225,7 @@ def _no_booleans(fixed: dict[str, Any], axes: dict[str, Any], source: str) -> No
 def _check_overrides(workload: str, points: list[Point], source: str) -> None:
     """Every point's device overrides must give a valid profile: checked before any point runs
     (an invalid combination used to abort a sweep half-way and leave its parts behind)."""
-    default = WORKLOADS[workload].model_fields["device"].default
+    default = grid_params(workload).model_fields["device"].default
     seen: set[str] = set()
     for point in points:
         overrides = {k: v for k, v in point.params.items() if "." in k}
@@ -355,7 +251,7 @@ def _values(name: str, fixed: dict[str, Any], axes: dict[str, list[Any]], defaul
 
 def _check_names(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
     """Models and devices must exist and overrides must name profile fields (fail before running)."""
-    defaults = WORKLOADS[workload].model_fields
+    defaults = grid_params(workload).model_fields
     for i, model in enumerate(_values("model", fixed, axes, defaults["model"].default)):
         try:
             load_model(model)

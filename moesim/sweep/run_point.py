@@ -12,13 +12,14 @@ from typing import Any
 from moesim._version import __version__
 from moesim.config.base import field_default
 from moesim.config.decode import DecodeRun
-from moesim.config.device import GPUServerProfile, MobileNPUProfile
 from moesim.config.loading import validate_data
-from moesim.config.prefill import PrefillRun, build_policy, policy_options
-from moesim.config.profiles import AnyProfile, load_profile, load_profile_of, override_profile, profile_hash
-from moesim.config.specdecode import SpecDecodeRun, parse_predictor, parse_routing
+from moesim.config.prefill import PrefillRun
+from moesim.config.profiles import AnyProfile, load_profile, override_profile, profile_hash
+from moesim.config.schema import unflatten
+from moesim.config.specdecode import SpecDecodeRun
 from moesim.errors import InputError
 from moesim.results import flatten_metrics
+from moesim.simulate import WORKLOADS
 
 __all__ = ["run_point", "build_run"]
 
@@ -28,53 +29,22 @@ def _profile(device: str, overrides: dict[str, float]) -> AnyProfile:
     return override_profile(profile, overrides) if overrides else profile
 
 
-def _prefill_run(params: dict[str, Any], overrides: dict[str, float]) -> PrefillRun:
-    # a policy option of the grid applies to the policies that take it and is ignored by the others
-    kind = params.get("policy", field_default(PrefillRun, "policy").kind)
-    policy = build_policy(kind, {k: params.get(k) for k in policy_options()}, strict=False)
-    keys = ("model", "device", "tokens", "memory_budget_GiB", "trace", "seed", "page_cache", "ttft_from")
-    data: dict[str, Any] = {k: params[k] for k in keys if k in params}
-    return validate_data(PrefillRun, {**data, "policy": policy, "overrides": overrides})
-
-
-def _specdecode_run(params: dict[str, Any], overrides: dict[str, float]) -> SpecDecodeRun:
-    data = {k: v for k, v in params.items() if k not in ("predictor", "routing", "depth", "width")}
-    data["predictor"] = None if params.get("predictor") is None else parse_predictor(params["predictor"])
-    if "routing" in params:
-        data["routing"] = parse_routing(params["routing"])
-    data["tree"] = {k: params[k] for k in ("depth", "width") if k in params}
-    return validate_data(SpecDecodeRun, {**data, "overrides": overrides})
-
-
-def _decode_run(params: dict[str, Any], overrides: dict[str, float]) -> DecodeRun:
-    data = {k: v for k, v in params.items() if k not in ("depth", "width")}
-    if "depth" in params or "width" in params:
-        data["tree"] = {k: params[k] for k in ("depth", "width") if k in params}
-    return validate_data(DecodeRun, {**data, "overrides": overrides})
-
-
 Run = PrefillRun | SpecDecodeRun | DecodeRun
 
 
 def build_run(workload: str, params: dict[str, Any], overrides: dict[str, float]) -> Run:
     """The validated run of one point (no simulation; its device profile is of the workload's kind):
-    what a point runs, and what the grid checks for every value before any point runs."""
-    run: Run
-    if workload == "prefill":
-        run = _prefill_run(params, overrides)
-        load_profile_of(_profile(run.device, overrides), MobileNPUProfile, "prefill")
-    elif workload == "decode":
-        run = _decode_run(params, overrides)
-        load_profile_of(_profile(run.device, overrides), MobileNPUProfile, "decode")
-    else:
-        run = _specdecode_run(params, overrides)
-        load_profile_of(_profile(run.device, overrides), GPUServerProfile, "specdecode")
+    what a point runs, and what the grid checks for every value before any point runs. A parameter
+    of a section applies to the kinds that take it and is ignored by the others (a policy option
+    of a grid with several policies)."""
+    entry = WORKLOADS[workload]
+    run: Run = validate_data(entry.run_type, {**unflatten(entry.run_type, params, strict=False),
+                                              "overrides": overrides})
+    entry.profile(run.device, overrides)
     return run
 
 
 def _simulate(workload: str, params: dict[str, Any], overrides: dict[str, float]) -> dict[str, Any]:
-    from moesim.simulate import WORKLOADS
-
     return WORKLOADS[workload].simulate(build_run(workload, params, overrides)).to_dict()
 
 
@@ -103,7 +73,5 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def _default_device(task: dict[str, Any]) -> str:
-    from moesim.simulate import WORKLOADS
-
     device: str = field_default(WORKLOADS[task["workload"]].run_type, "device")
     return device

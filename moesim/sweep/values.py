@@ -26,7 +26,7 @@ from moesim.config.profiles import AnyProfile, check_override_key
 from moesim.config.specdecode import Predictor, parse_predictor
 from moesim.errors import InputError, format_value
 
-__all__ = ["check_kinds", "check_duplicates", "check_override_names", "check_override_values"]
+__all__ = ["takes_switch", "check_kinds", "check_duplicates", "check_override_names", "check_override_values"]
 
 _PREDICTOR: TypeAdapter[Any] = TypeAdapter(Predictor)
 _INT64 = 2**63 - 1
@@ -50,6 +50,11 @@ def _kinds(annotation: Any) -> set[str]:
     if annotation is str:
         return {"name"}
     return {"number", "name", "switch"}      # a type this check does not know: the run's validation decides
+
+
+def takes_switch(annotation: Any) -> bool:
+    """Whether a field takes true or false (TOML's booleans are no number's value elsewhere)."""
+    return "switch" in _kinds(annotation)
 
 
 def _kind_of(value: Any) -> str:

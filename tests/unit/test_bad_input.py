@@ -150,8 +150,11 @@ def _grid(tmp_path: Path, axes: str, fixed: str = 'workload = "prefill"\nmodel =
      "has device overrides that make an invalid profile"),
     ("memory_budget_GiB = [2.0, inf]", "axes.memory_budget_GiB[1] = inf cannot run any point: memory_budget_GiB must "
      "be a finite number"),
-    ("memory_budget_GiB = [nan]", "axes.memory_budget_GiB[0] must be greater than 0, got nan"),
-    ("memory_budget_GiB = [-1.0]", "axes.memory_budget_GiB[0] must be greater than 0"),
+    # a grid parameter takes the run's kind of value; its range is the run's, checked by building the run
+    ("memory_budget_GiB = [nan]", "axes.memory_budget_GiB[0] = nan cannot run any point: memory_budget_GiB must be "
+     "a finite number, got nan"),
+    ("memory_budget_GiB = [-1.0]", "axes.memory_budget_GiB[0] = -1.0 cannot run any point: memory_budget_GiB must be "
+     "greater than 0"),
     ("memory_budget_GiB = [1e9]", "axes.memory_budget_GiB[0] = 1000000000.0 cannot run any point: memory_budget_GiB "
      "must be less than or equal to 1000000"),
     ("device = [\"sd8-elite-gen5\", \"h200x8-hf\"]", "axes.device[1] = 'h200x8-hf' cannot run any point: device "

@@ -18,8 +18,9 @@ from moesim.cli.specdecode_cmd import specdecode
 from moesim.config.base import field_default
 from moesim.config.decode import DecodeRun
 from moesim.config.prefill import EStreamPolicy, PrefillRun
+from moesim.config.schema import surface_params
 from moesim.config.specdecode import DraftTree, SpecDecodeRun
-from moesim.sweep.grid import WORKLOADS
+from moesim.sweep.params import grid_params
 
 #: the run model behind each command (``--policy`` shows the default policy's kind, compare's
 #: ``--tokens`` the default length as its list)
@@ -59,11 +60,11 @@ def test_the_options_of_nested_run_sections_default_to_theirs() -> None:
 @pytest.mark.parametrize(("workload", "run"), [("prefill", PrefillRun), ("specdecode", SpecDecodeRun),
                                                ("decode", DecodeRun)])
 def test_every_grid_parameter_defaults_to_the_run_field(workload: str, run: type[BaseModel]) -> None:
-    params = WORKLOADS[workload].model_fields
+    params = grid_params(workload).model_fields
+    flat = surface_params(run)
+    assert list(params) == list(flat)
     for name, info in params.items():
-        if name in ("depth", "width"):
-            assert info.default == field_default(DraftTree, name)
-        elif name in run.model_fields:
+        if name in run.model_fields:
             assert info.default == _shown(field_default(run, name)), f"{workload}.{name}"
-        else:           # a prefill policy option: None, the policy's own default applies
-            assert info.default is None, f"{workload}.{name}"
+        else:           # a section's field (a policy option, the tree's depth): None, the section's own default applies
+            assert info.default is None and flat[name].key not in (None, "kind"), f"{workload}.{name}"

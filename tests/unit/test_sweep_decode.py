@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from moesim.config.decode import DecodeRun
+from moesim.config.schema import surface_params
 from moesim.sweep import load_grid, run_sweep
-from moesim.sweep.grid import DecodeParams
+from moesim.sweep.params import grid_params
 
 GRID = """
 [fixed]
@@ -26,13 +27,15 @@ cache_GiB = [0.5, 1.0]
 
 
 def test_decode_params_are_decode_runs_fields() -> None:
-    """One schema: the grid's decode parameters are DecodeRun's scalar fields with its defaults,
-    plus the draft tree's depth and width."""
-    mine = DecodeParams.model_fields
+    """One schema: the grid's decode parameters are DecodeRun's flat parameters (moesim.config.schema),
+    its plain fields with its defaults, its sections' fields (the draft tree's depth and width, the
+    draft, the routing and the predictor) unset by default: the run's own apply."""
+    mine = grid_params("decode").model_fields
+    flat = surface_params(DecodeRun)
+    assert set(mine) == set(flat) and {"depth", "width", "draft_mu", "routing", "predictor"} <= set(mine)
     run = DecodeRun.model_fields
-    shared = set(run) - {"tree", "draft", "routing", "predictor", "overrides"}
-    assert set(mine) == shared | {"depth", "width"}
-    assert all(mine[k].default == run[k].default for k in shared)
+    assert all(mine[k].default == run[k].default for k in set(run) & set(mine) - {"routing", "predictor"})
+    assert all(mine[k].default is None for k in mine if flat[k].key not in (None, "kind"))
 
 
 def test_a_decode_grid_runs_the_points_of_moesim_decode(tmp_path: Path, run_cli: Any) -> None:

@@ -4,7 +4,7 @@ A trace records the routing of the tokens the target actually produced. A tree n
 is not the true token at its position still runs through the target during verification,
 so it needs a routing: it borrows the routing (and, for the learned predictor, the token id
 and context) of a *source* token of the trace chosen by the run's
-:data:`~moesim.config.specdecode.DraftRouting`:
+:data:`~moesim.config.draft.DraftRouting`:
 
 * ``nearby:W``: uniform over the other tokens within ``W`` positions in the same request;
 * ``request``: uniform over the other tokens of the same request;

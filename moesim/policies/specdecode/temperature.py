@@ -4,7 +4,7 @@ At T = 0 the target accepts a draft token when it is its argmax; at T = 1 it acc
 rejection sampling, and the same draft is accepted less often (EAGLE, EAGLE-2, EAGLE-3 and the
 MoE targets below all measure it). moesim keeps the draft's calibrated confidences (which the
 selection rules read) and scales the chance that the true token is each of a node's children
-by one factor ``a`` (:attr:`~moesim.config.specdecode.DraftAccuracy.acceptance_scale`), the
+by one factor ``a`` (:attr:`~moesim.config.draft.DraftAccuracy.acceptance_scale`), the
 rest going to "none of them". ``a`` is solved per model so that the mean acceptance length
 of a 7-token chain (the published measurement) falls by the published ratio:
 

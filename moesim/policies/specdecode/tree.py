@@ -8,7 +8,7 @@ children in rank order: slot ``f``, rank ``r`` is node ``start(d) + f * width + 
 
 ``P(t)`` is the product of the draft confidences on the path from the root to ``t``, so a
 child's ``P`` never exceeds its parent's. Whether the true next token is among a true-path
-node's children, and at which rank, follows :class:`~moesim.config.specdecode.DraftAccuracy`
+node's children, and at which rank, follows :class:`~moesim.config.draft.DraftAccuracy`
 (a calibrated draft: the true token is rank ``r`` with probability ``q_r``). Randomness is
 drawn up front (:func:`tree_noise`) and turned into trees by the deterministic
 :func:`build_trees`, so a calibration can reuse the same draws for every trial parameter.

@@ -28,8 +28,9 @@ class MoesimError(Exception):
 class InputError(MoesimError, ValueError):
     """Bad user input: names where it came from, the field, the rule and the value.
 
-    >>> str(InputError("ufs.read_bw_GBps", "must be > 0", -1.0, source="my.toml"))
-    'my.toml: ufs.read_bw_GBps must be > 0, got -1.0'
+    >>> e = InputError("ufs.read_bw_GBps", "must be > 0", -1.0, source="my.toml")
+    >>> str(e), str(type(e)(*e.args)) == str(e)
+    ('my.toml: ufs.read_bw_GBps must be > 0, got -1.0', True)
     """
 
     def __init__(
@@ -37,7 +38,6 @@ class InputError(MoesimError, ValueError):
         field: str,
         rule: str,
         value: Any = None,
-        *,
         source: str | None = None,
         show_value: bool = True,
     ) -> None:
@@ -51,7 +51,13 @@ class InputError(MoesimError, ValueError):
             message += f", got {format_value(value)}"
         if source:
             message = f"{source}: {message}"
-        super().__init__(message)
+        # args are the constructor's, so that type(e)(*e.args) rebuilds the same error (SimPy re-raises an
+        # exception from a process that way)
+        super().__init__(field, rule, value, source, show_value)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
     def renamed(self, field: str) -> InputError:

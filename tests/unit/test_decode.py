@@ -45,7 +45,7 @@ def test_des_hits_equal_an_offline_replay_of_the_same_accesses(policy: str) -> N
     from moesim.simulate.decode.plan import _pinned
     w = load_model(MODEL).expert_bytes("q4_0")
     slots = int(cfg.cache_GiB * 2**30) // w
-    pinned, _ = _pinned(run(cache_policy=policy), TRACE.experts, 64, slots)
+    pinned, _ = _pinned(run(cache_policy=policy), TRACE.experts, 64, slots, 0)
     cache = make_cache("lru" if policy == "mmap" else policy, slots, pinned=pinned)
     counts = replay(cache, r.accesses)
     assert (counts.hits, counts.misses) == (m.cache["hits"], m.cache["misses"])

@@ -63,3 +63,13 @@ def test_the_simulator_and_the_configurator_refuse_the_same_caches(kw: dict[str,
         plan_decode(r.model_copy(update={"cache_GiB": (need * w - w // 2) / GiB}), TRACE)
     assert (budget.value.field, cache.value.field) == ("memory_budget_GiB", "cache_GiB")
     assert f"({need} x " in str(cache.value) and f"one layer's experts {need * w / GiB:.3f} GiB" in str(budget.value)
+
+
+def test_a_pinned_cache_too_small_for_a_step_is_refused_in_one_line(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """Half of an 8-expert cache pinned leaves 4 slots for a step's 8 experts: refused up front (it
+    used to fail inside the SimPy process, which rebuilt the error without its fields: a traceback)."""
+    w = expert_bytes(DecodeRun(model="olmoe-1b-7b"), load_model("olmoe-1b-7b"))
+    res = run_cli("decode", "--model", "olmoe-1b-7b", "--cache-policy", "pinned", "--tokens", "16",
+                  "--cache-gib", f"{8.0001 * w / 2**30:.6f}")
+    assert res.code == 2 and len(res.err.strip().splitlines()) == 1
+    assert "--cache-gib must leave one step's experts of a layer (8 slots) beside the 4 pinned" in res.err

@@ -151,7 +151,7 @@ def _cache(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, memory: d
     cache_B, note = cache_bytes(run, model, device, memory)
     slots = check_smallest_cache(run, model, cache_B)
     n_exp = model.moe.num_routed_experts
-    pinned, n_pinned = _pinned(run, experts, n_exp, slots)
+    pinned, n_pinned = _pinned(run, experts, n_exp, slots, smallest_cache_slots(run, model))
     every_key = tuple(range(model.num_moe_layers * n_exp))
     preload = every_key if run.cache_policy == "resident" else tuple(pinned)
     return CachePlan(kind=CACHE_KIND[run.cache_policy], slots=slots, cache_B=cache_B,
@@ -159,7 +159,7 @@ def _cache(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, memory: d
                      note=note)
 
 
-def _pinned(run: DecodeRun, experts: I16, n_exp: int, slots: int) -> tuple[list[int], int]:
+def _pinned(run: DecodeRun, experts: I16, n_exp: int, slots: int, need: int) -> tuple[list[int], int]:
     """The pinned set, chosen on the whole trace (in-sample: what offline profiling of the same
     workload would find at best)."""
     if run.cache_policy != "pinned":
@@ -167,6 +167,9 @@ def _pinned(run: DecodeRun, experts: I16, n_exp: int, slots: int) -> tuple[list[
     n = min(int(slots * run.pinned_share), max(slots - 1, 0))
     if n <= 0:
         return [], 0
+    if slots - n < need:        # a step's experts must fit the slots the pinned ones leave
+        raise InputError("cache_GiB", f"must leave one step's experts of a layer ({need} slots) beside the {n} "
+                         f"pinned (pinned_share {run.pinned_share} of its {slots} expert slots)", run.cache_GiB)
     if run.pinned_by == "frequency":
         return list(pinned_by_frequency(experts, n_exp, n)), n
     return list(pinned_by_graph(coactivation_graph(experts, n_exp, cross_layer=True), n)), n

@@ -188,10 +188,6 @@ def _scale_flash(profile: AnyProfile, values: dict[str, float]) -> dict[str, flo
     return scaled
 
 
-def _sections(profile: AnyProfile) -> dict[str, Section]:
-    return {name: sec for name in type(profile).model_fields if isinstance(sec := getattr(profile, name), Section)}
-
-
 def settable_fields(section: Section) -> list[str]:
     """The fields of ``section`` a what-if may set: its numbers, one value each (a list of numbers,
     a name, a switch or the provenance table is not one number)."""
@@ -230,7 +226,7 @@ def check_override_key(profile: AnyProfile, dotted: str, where: str | None = Non
     the field is and the fields of its section that can be set (``where``: how the key is named to
     the user; ``--set <key>`` by default)."""
     where = where or f"--set {dotted}"
-    sections = _sections(profile)
+    sections = profile.sections()
     section, _, field = dotted.partition(".")
     if not section or not field or "." in field or section not in sections:
         inside = f"{section}: {', '.join(settable_fields(sections[section]))}" if section in sections and field \
@@ -251,7 +247,7 @@ def check_override_key(profile: AnyProfile, dotted: str, where: str | None = Non
 def _widen_ranges(profile: AnyProfile, data: dict[str, Any], values: dict[str, float], note: str) -> None:
     """A number set outside the ``[low, high]`` range beside it (``power.ufs_read_W`` and
     ``power.ufs_read_range_W``) widens the range to hold it; a number inside leaves it as measured."""
-    sections = _sections(profile)
+    sections = profile.sections()
     for dotted, value in values.items():
         name, _, field = dotted.partition(".")
         rng = _range_of(sections[name], field)

@@ -155,6 +155,16 @@ class MobileNPUProfile(ProfileBase):
     adreno: AdrenoSection | None = None
     qnn: QNNSection | None = None
 
+    @property
+    def flash(self) -> UFSSection:
+        """The ``[ufs]`` section as prefill reads it: the device's flash (moesim.config.capabilities)."""
+        return self.ufs
+
+    @property
+    def npu(self) -> HTPSection:
+        """The ``[htp]`` section as prefill reads it: the NPU's matrix (HMX) and vector (HVX) units."""
+        return self.htp
+
     @model_validator(mode="after")
     def _cross(self) -> MobileNPUProfile:
         if self.arena.max_mapped_GiB > self.memory.usable_GiB:

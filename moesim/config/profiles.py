@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter
 
 from moesim.config.base import Frozen
+from moesim.config.capabilities import PrefillDevice, ProfileData
 from moesim.config.device import DeviceProfile, GPUServerProfile, HostProfile, MobileNPUProfile
 from moesim.config.loading import check_own_name, read_toml, validate_union
 from moesim.config.sections import Section, numeric_fields
@@ -27,7 +28,7 @@ from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["profile_dir", "profile_names", "load_profile", "load_profile_of", "list_profiles", "profile_hash",
            "override_profile", "check_override_key", "settable_fields", "write_profile", "AnyProfile",
-           "phone_profile", "gpu_profile"]
+           "phone_profile", "prefill_device", "gpu_profile"]
 
 AnyProfile = MobileNPUProfile | GPUServerProfile | HostProfile
 _ADAPTER: TypeAdapter[AnyProfile] = TypeAdapter(DeviceProfile)
@@ -138,7 +139,7 @@ def list_profiles() -> list[AnyProfile]:
     return [_bundled(n) for n in profile_names()]
 
 
-def profile_hash(profile: AnyProfile) -> str:
+def profile_hash(profile: ProfileData) -> str:
     """sha256 of the profile's canonical JSON: identifies the exact numbers a run used."""
     canonical = json.dumps(profile.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -296,6 +297,22 @@ def phone_profile(device: str | Path | AnyProfile, overrides: dict[str, float] |
     ``workload`` (prefill, decode, ...) is named when the profile is of another kind."""
     profile = load_profile_of(device, MobileNPUProfile, workload)
     return load_profile_of(override_profile(profile, overrides), MobileNPUProfile, workload) if overrides else profile
+
+
+def prefill_device(device: str | Path | AnyProfile | PrefillDevice,
+                   overrides: dict[str, float] | None = None) -> PrefillDevice:
+    """The device a prefill runs on: a phone profile (a name, a path or a profile, ``overrides``
+    applied; another kind of profile is refused), or any other object with the numbers prefill
+    reads (:class:`~moesim.config.capabilities.PrefillDevice`, built in Python), as it is: a
+    what-if on such a device is another device built with other numbers, so ``overrides`` are
+    refused for it."""
+    if isinstance(device, (str, Path, MobileNPUProfile, GPUServerProfile, HostProfile)):
+        return phone_profile(device, overrides)
+    if overrides:
+        raise InputError("overrides (--set)", f"apply to a device profile (TOML); {device.name} is a "
+                         f"{type(device).__name__} built in Python: build it with the numbers instead",
+                         show_value=False)
+    return device
 
 
 def gpu_profile(device: str | Path | AnyProfile, overrides: dict[str, float] | None = None,

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from moesim.config.capabilities import PrefillDevice
 from moesim.config.catalog import load_model
-from moesim.config.device import MobileNPUProfile
 from moesim.config.model import ModelSpec
 from moesim.config.prefill import EStreamPolicy, PrefillRun
-from moesim.config.profiles import phone_profile, profile_hash
+from moesim.config.profiles import prefill_device, profile_hash
 from moesim.cost.bounds import stream_bounds
 from moesim.cost.coldstart import price_load
 from moesim.cost.memory import MemoryBreakdown, arena_refusal
@@ -50,14 +50,15 @@ def routing_counts(experts: np.ndarray, n_exp: int) -> np.ndarray:
 
 
 def simulate_prefill(run: PrefillRun, trace: RoutingTrace | None = None, *,
-                     profile: MobileNPUProfile | None = None) -> PrefillResult:
+                     profile: PrefillDevice | None = None) -> PrefillResult:
     """Simulate one prefill; the routing comes from ``trace`` (assembled to ``run.tokens``)
     or, when None, from the model's default source (real trace if one exists, else synthetic).
-    ``profile`` replaces ``run.device`` with an in-memory profile (calibration); ``run.overrides``
-    apply to either."""
+    ``profile`` replaces ``run.device`` with an in-memory profile (calibration) or any other device
+    with the numbers prefill reads (:class:`~moesim.config.capabilities.PrefillDevice`);
+    ``run.overrides`` apply to a profile (:func:`~moesim.config.profiles.prefill_device`)."""
     model = load_model(run.model)
     check_prompt_tokens(run.tokens, model.name, model.num_moe_layers, model.moe.top_k)
-    device = phone_profile(profile if profile is not None else run.device, run.overrides)
+    device = prefill_device(profile if profile is not None else run.device, run.overrides)
     routing, provenance = prompt_routing(model, run.tokens, trace=trace, path=run.trace, seed=run.seed)
     return simulate_routing(run, model, device, routing, provenance)
 
@@ -73,7 +74,7 @@ class _Planned:
     auto: Choice | None
 
 
-def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, routing: np.ndarray,
+def simulate_routing(run: PrefillRun, model: ModelSpec, device: PrefillDevice, routing: np.ndarray,
                      provenance: PromptProvenance | None = None) -> PrefillResult:
     """Simulate a prefill whose routing is given as expert ids [tokens, moe_layers, k]: plan,
     execute (SimPy), measure."""
@@ -94,7 +95,7 @@ def simulate_routing(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile
                          spans=sim.recorder.frame())
 
 
-def _plan(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray) -> _Planned:
+def _plan(run: PrefillRun, model: ModelSpec, device: PrefillDevice, counts: np.ndarray) -> _Planned:
     """The budget check against the policy's floor, the search for unset G/B/Q, the plan."""
     kind = run.policy.kind
     base = non_arena_memory(model, device, run, kind, int(counts.max()))
@@ -112,7 +113,7 @@ def _plan(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts: n
     return _Planned(plan=plan, base=base, arena_budget_B=arena_budget, auto=auto)
 
 
-def _execute(sim: Sim, run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, planned: _Planned,
+def _execute(sim: Sim, run: PrefillRun, model: ModelSpec, device: PrefillDevice, planned: _Planned,
              routing: np.ndarray) -> StreamMeasured | CPUMeasured:
     """The SimPy processes of the plan's backend, run to the end."""
     plan = planned.plan
@@ -133,7 +134,7 @@ def _execute(sim: Sim, run: PrefillRun, model: ModelSpec, device: MobileNPUProfi
                                warm=run.page_cache == "warm")
 
 
-def _backend(plan: StreamPlan, device: MobileNPUProfile) -> Backend:
+def _backend(plan: StreamPlan, device: PrefillDevice) -> Backend:
     if plan.backend == "npu":
         return npu_backend(device)
     if plan.backend == "gpu":
@@ -158,7 +159,7 @@ class Timing:
     refaults: int | None = None
 
 
-def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray, planned: _Planned,
+def _measure(run: PrefillRun, model: ModelSpec, device: PrefillDevice, counts: np.ndarray, planned: _Planned,
              measured: StreamMeasured | CPUMeasured, provenance: PromptProvenance, wall: float) -> PrefillMetrics:
     plan, base, auto = planned.plan, planned.base, planned.auto
     if isinstance(measured, StreamMeasured):
@@ -218,7 +219,7 @@ def _measure(run: PrefillRun, model: ModelSpec, device: MobileNPUProfile, counts
         sim={"wall_s": wall, "events": measured.events}, config=config)
 
 
-def _intervals(timing: Timing, peak_gib: float, runtime_gib: float, device: MobileNPUProfile,
+def _intervals(timing: Timing, peak_gib: float, runtime_gib: float, device: PrefillDevice,
                ) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
     """The 90% intervals of the time to first token and the peak memory (moesim.cost.uncertainty),
     if the profile has them."""
@@ -230,7 +231,7 @@ def _intervals(timing: Timing, peak_gib: float, runtime_gib: float, device: Mobi
     return time_interval_s(t, compute, util.get("ufs", 0.0) * t, u), memory_interval_gib(peak_gib, runtime_gib, u)
 
 
-def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
+def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: PrefillDevice, counts: np.ndarray,
                    n_tokens: int, base: MemoryBreakdown, arena_budget: int | None, budget_GiB: float | None = None,
                    overridden: Collection[str] = ()) -> tuple[EStreamPolicy, Choice]:
     """Fill the unset G/B/Q of ``policy`` with the max-plus search's choice."""
@@ -240,7 +241,7 @@ def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUPro
         limit = min(limit, arena_budget)
     st = service_times(model, npu_backend(device), ufs_params(device), counts, n_tokens)
     profile = build_profile(st, [policy.group_size] if policy.group_size else None)
-    q = policy.queue_depth or device.ufs.default_queue_depth_count     # EStream fixes Q = 2 (the profile's default)
+    q = policy.queue_depth or device.flash.default_queue_depth_count     # EStream fixes Q = 2 (the profile's default)
     choice = select(profile, limit, policy.prefetch, group_size=policy.group_size, banks=policy.banks, queue_depth=q)
     if choice is None:
         raise arena_refusal(base, model=model.name, device=device.name, tokens=n_tokens,
@@ -253,7 +254,7 @@ def _autoconfigure(policy: EStreamPolicy, model: ModelSpec, device: MobileNPUPro
     return chosen, choice
 
 
-def _arena_checks(plan: StreamPlan, device: MobileNPUProfile, arena_budget: int | None, run: PrefillRun) -> None:
+def _arena_checks(plan: StreamPlan, device: PrefillDevice, arena_budget: int | None, run: PrefillRun) -> None:
     if plan.io != "stream":
         return
     if arena_budget is not None and plan.arena_bytes > arena_budget:
@@ -279,7 +280,7 @@ def _arena_field(run: PrefillRun, plan: StreamPlan) -> tuple[str, Any]:
 
 
 def _stream_timing(plan: StreamPlan, m: StreamMeasured, model: ModelSpec, counts: np.ndarray,
-                   device: MobileNPUProfile) -> Timing:
+                   device: PrefillDevice) -> Timing:
     end = max(m.end_ns, 1)
     active_B = int((counts > 0).sum()) * model.expert_bytes("q4_0")
     io_B = m.reads.bytes_read if m.reads is not None else 0

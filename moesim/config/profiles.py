@@ -19,11 +19,11 @@ from pydantic import TypeAdapter
 from moesim.config.base import Frozen
 from moesim.config.capabilities import PrefillDevice, ProfileData
 from moesim.config.device import DeviceProfile, GPUServerProfile, HostProfile, MobileNPUProfile
-from moesim.config.loading import check_own_name, read_toml, validate_union
+from moesim.config.loading import bundled_or_path, check_own_name, read_toml, validate_union
 from moesim.config.sections import Section, numeric_fields
 from moesim.errors import InputError, format_value
 from moesim.files import atomic_path
-from moesim.inputs import exists, is_dir
+from moesim.inputs import exists
 from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["profile_dir", "profile_names", "load_profile", "load_profile_of", "list_profiles", "profile_hash",
@@ -98,19 +98,15 @@ def _bundled(name: str) -> AnyProfile:
 
 def load_profile(name_or_path: str | Path) -> AnyProfile:
     """A bundled profile by name (``sd8-elite-gen5``) or a profile TOML file by path."""
-    text = str(name_or_path)
-    if text in profile_names():
-        return _bundled(text)
-    path = Path(text)
-    if not text.strip() or is_dir(path):        # '' is the current folder to Path
-        names = ", ".join(profile_names())
-        raise InputError("device", f"must name a bundled profile ({names}) or a .toml file", text)
+    names = profile_names()
+    path = bundled_or_path(name_or_path, names, "device", f"a bundled profile ({', '.join(names)}) or a .toml file")
+    if isinstance(path, str):
+        return _bundled(path)
     if path.suffix == ".toml" or exists(path):
         profile = _read(path)
         check_own_name(profile.name, path, profile_dir(), "profile")
         return profile
-    raise InputError("device", f"must be a bundled profile ({', '.join(profile_names())}) or a .toml file",
-                     text)
+    raise InputError("device", f"must be a bundled profile ({', '.join(names)}) or a .toml file", str(name_or_path))
 
 
 def write_profile(text: str, path: Path) -> Path:

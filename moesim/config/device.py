@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 
 from moesim.config.gpu_server import CodePathSection, GPURuntimeSection, GPUSection, GPUServerProfile
 from moesim.config.host import HostCPUSection, HostMemorySection, HostProfile, StorageSection
@@ -33,7 +33,10 @@ __all__ = [
     "NPURuntimeSection", "UncertaintySection", "PowerSection", "AdrenoSection", "QNNSection", "GPUSection",
     "GPURuntimeSection", "CodePathSection",
     "MobileNPUProfile", "GPUServerProfile", "HostProfile", "HostMemorySection", "StorageSection",
-    "HostCPUSection", "DeviceProfile",
+    "HostCPUSection", "DeviceProfile", "AnyProfile", "PROFILE_ADAPTER",
 ]
 
 DeviceProfile = Annotated[MobileNPUProfile | GPUServerProfile | HostProfile, Field(discriminator="kind")]
+#: a profile of any kind, as loaded (the union's members)
+AnyProfile = MobileNPUProfile | GPUServerProfile | HostProfile
+PROFILE_ADAPTER: TypeAdapter[AnyProfile] = TypeAdapter(DeviceProfile)

@@ -216,10 +216,8 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = 
             break
         floor = None
         if fastest is not None and bound >= fastest:     # no later G is faster: the limit is final
-            lead = near_tie_choice(found, profile.held_experts, tolerance)
-            floor = _Floor(tie_limit_ns(fastest, tolerance), profile.held_experts(lead))
-            top = profile.held_experts(StreamSetting(g, b_fit, 1))
-            if top < floor.held or (top == floor.held and bound > found[lead]):
+            floor = _final_floor(profile, found, fastest, tolerance, StreamSetting(g, b_fit, 1), bound)
+            if floor is None:
                 continue                                 # even its largest arena loses to the lead
         mine, n = _evaluate_g(profile, g, b_fit, gate, queue_depth, floor)
         evaluated += n
@@ -232,6 +230,18 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = 
     cfg = near_tie_choice(found, profile.held_experts, tolerance)
     return Choice(config=cfg, ttft_ns=found[cfg], fastest_ttft_ns=fastest, evaluated=evaluated,
                   selection_ms=(time.perf_counter() - t0) * 1e3, per_group_size=curve)
+
+
+def _final_floor(profile: StoredProfile, found: dict[StreamSetting, int], fastest: int, tolerance: float,
+                 largest: StreamSetting, bound: int) -> _Floor | None:
+    """Once no later G can be faster: the near-tie limit and the lead's held experts, that a G
+    must reach to win; None when even ``largest`` (its largest arena) loses to the lead."""
+    lead = near_tie_choice(found, profile.held_experts, tolerance)
+    floor = _Floor(tie_limit_ns(fastest, tolerance), profile.held_experts(lead))
+    top = profile.held_experts(largest)
+    if top < floor.held or (top == floor.held and bound > found[lead]):
+        return None
+    return floor
 
 
 def _select_fixed(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch, group_size: int | None,

@@ -100,8 +100,11 @@ def build_profile(st: ServiceTimes, group_sizes: list[int] | None = None) -> Sto
                          build_ms=(time.perf_counter() - t0) * 1e3)
 
 
-def max_banks(profile: StoredProfile, g: int) -> int:
-    return max(2, -(-profile.experts // g))
+def max_banks(profile: StoredProfile, g: int, arena_budget_B: int | None = None) -> int:
+    """The most banks of ``g`` experts worth having (enough for every expert, at least 2), and
+    no more than ``arena_budget_B`` holds (then possibly fewer than 2)."""
+    most = max(2, -(-profile.experts // g))
+    return most if arena_budget_B is None else min(most, arena_budget_B // (g * profile.st.expert_B))
 
 
 def _depths(b: int, queue_depth: int | None) -> Iterable[int]:
@@ -206,9 +209,7 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = 
     fastest: int | None = None
     evaluated, curve = 0, {}
     for g in sorted(profile.inputs, key=lambda g: (profile.lower_ns[(g, gate)], g)):
-        b_fit = max_banks(profile, g)
-        if arena_budget_B is not None:
-            b_fit = min(b_fit, arena_budget_B // (g * profile.st.expert_B))
+        b_fit = max_banks(profile, g, arena_budget_B)
         if b_fit < 2:
             continue
         bound = profile.lower_ns[(g, gate)]

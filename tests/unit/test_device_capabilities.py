@@ -1,6 +1,7 @@
 """Prefill runs on any device with the numbers it reads (moesim.config.capabilities), not only on
 the phone profile: a laptop NPU with NVMe flash, built here as its own pydantic model (the loader
-knows the bundled kinds only), goes through ``simulate_prefill`` end to end.
+knows the bundled kinds only) whose flash and NPU sections are made from the capability protocols
+alone, goes through ``simulate_prefill`` end to end.
 
 The laptop's numbers are assumed for the test (a Lunar-Lake-class SoC: LPDDR5X-8533 on a
 128-bit bus, a PCIe 4.0 x4 NVMe drive, an NPU of about 24 fp16 TFLOPS), not a calibrated profile.
@@ -8,13 +9,14 @@ The laptop's numbers are assumed for the test (a Lunar-Lake-class SoC: LPDDR5X-8
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Literal, TypeVar
 
 import pytest
-from pydantic import PositiveFloat, PositiveInt
+from pydantic import create_model
 
 from moesim import simulate_prefill
-from moesim.config.capabilities import PrefillDevice
+from moesim.config.capabilities import Flash, MatrixVectorUnit, PrefillDevice
 from moesim.config.device import ArenaSection, CPUSection, MemorySection, MobileNPUProfile, NPURuntimeSection
 from moesim.config.prefill import PrefillRun
 from moesim.config.profiles import load_profile, profile_hash
@@ -25,41 +27,21 @@ S = TypeVar("S", bound=Section)
 MODEL = "olmoe-1b-7b"
 
 
-class NVMeSection(Section):
-    """An NVMe SSD as the flash the experts stream from (t = L + b / R per read)."""
+def section_from(protocol: type, name: str, **extra: Any) -> type[Section]:
+    """A profile section with one field for each number of ``protocol`` (typed as the protocol
+    returns it; optional where it may be None), plus ``extra`` fields: a device section of
+    another kind, built from the capability alone."""
+    fields: dict[str, Any] = {}
+    for member, value in vars(protocol).items():
+        if isinstance(value, property):
+            kind = typing.get_type_hints(value.fget)["return"]
+            fields[member] = (kind, None if type(None) in typing.get_args(kind) else ...)
+    return create_model(name, __base__=Section, **fields, **extra)
 
-    interface: str
-    peak_read_bw_GBps: PositiveFloat
-    effective_read_bw_GBps: PositiveFloat | None = None
-    read_bw_low_GBps: PositiveFloat | None = None
-    read_bw_high_GBps: PositiveFloat | None = None
-    read_latency_us: PositiveFloat | None = None
-    queue_slots_count: PositiveInt
-    default_queue_depth_count: PositiveInt
 
-
-class LaptopNPUSection(Section):
-    """A laptop NPU's matrix and vector units, under the names prefill reads (hmx_*, hvx_*)."""
-
-    clock_GHz: PositiveFloat | None = None
-    hvx_contexts_count: PositiveInt
-    hvx_vector_B: PositiveInt
-    hvx_efficiency_ratio: float | None = None
-    hmx_tile_rows_count: PositiveInt
-    hmx_tile_cols_count: PositiveInt
-    hmx_fp16_TFLOPS: PositiveFloat | None = None
-    llamacpp_hmx_ratio: float | None = None
-    q4_0_dequant_GBps: PositiveFloat | None = None
-    dma_GBps: PositiveFloat | None = None
-    vtcm_MiB: PositiveFloat
-    experts_double_buffered: bool = True
-    mla_absorbed: bool = True
-    attention_unit: Literal["hvx", "hmx"] = "hmx"
-    mla_attention_unit: Literal["hvx", "hmx"] | None = None
-    attention_softmax_instr_per_score_ratio: PositiveFloat | None = None
-    call_overhead_us: PositiveFloat | None = None
-    group_dispatch_us: PositiveFloat | None = None
-    graph_overhead_us: PositiveFloat | None = None
+#: an NVMe SSD as the flash the experts stream from; a laptop NPU's matrix and vector units
+NVMeSection = section_from(Flash, "NVMeSection", interface=(str, ...))
+LaptopNPUSection = section_from(MatrixVectorUnit, "LaptopNPUSection")
 
 
 class LaptopNPUProfile(ProfileBase):
@@ -94,7 +76,8 @@ def laptop(**flash: float) -> LaptopNPUProfile:
                        queue_slots_count=64, default_queue_depth_count=4),
         npu=_sourced(LaptopNPUSection, clock_GHz=1.95, hvx_contexts_count=6, hvx_vector_B=128,
                      hmx_tile_rows_count=32, hmx_tile_cols_count=32, hmx_fp16_TFLOPS=24.0, q4_0_dequant_GBps=40.0,
-                     vtcm_MiB=4.0, call_overhead_us=50.0, graph_overhead_us=100.0, group_dispatch_us=150.0),
+                     vtcm_MiB=4.0, call_overhead_us=50.0, graph_overhead_us=100.0, group_dispatch_us=150.0,
+                     experts_double_buffered=True, mla_absorbed=True, attention_unit="hmx"),
         cpu=_sourced(CPUSection, prime_cores_count=4, prime_clock_GHz=5.1, perf_cores_count=4, perf_clock_GHz=3.7,
                      q4_0_gemm_GFLOPS=400.0),
         arena=_sourced(ArenaSection, max_mapped_GiB=8.0, min_banks_count=2, bank_alignment_KiB=4.0,

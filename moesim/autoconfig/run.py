@@ -15,11 +15,11 @@ from typing import Literal
 import numpy as np
 
 from moesim.autoconfig.store import load_service_times, profile_key, save_service_times
+from moesim.config.capabilities import PrefillDevice
 from moesim.config.catalog import load_model
-from moesim.config.device import MobileNPUProfile
 from moesim.config.model import ModelSpec
 from moesim.config.prefill import EStreamPolicy, Prefetch, PrefillRun
-from moesim.config.profiles import phone_profile, profile_hash
+from moesim.config.profiles import prefill_device, profile_hash
 from moesim.cost.memory import MemoryBreakdown, arena_refusal
 from moesim.cost.params import npu_backend, ufs_params
 from moesim.cost.pipeline import service_times
@@ -50,7 +50,7 @@ class AutoconfigCase:
     """Everything fixed for one selection: model, device, routing, budget, stored profile."""
 
     model: ModelSpec
-    device: MobileNPUProfile
+    device: PrefillDevice
     tokens: int
     routing: np.ndarray
     provenance: PromptProvenance
@@ -64,13 +64,13 @@ class AutoconfigCase:
         return self.base.total_B
 
 
-def prepare(model_name: str, device: str | MobileNPUProfile, tokens: int, trace: str | None = None,
+def prepare(model_name: str, device: str | PrefillDevice, tokens: int, trace: str | None = None,
             seed: int = 0, use_store: bool = True) -> AutoconfigCase:
     """Routing, memory and the service-time profile (read from the profile store when a
     profile for the same model, device numbers and routing was stored before)."""
     model = load_model(model_name)
     check_prompt_tokens(tokens, model.name, model.num_moe_layers, model.moe.top_k)
-    dev = phone_profile(device) if isinstance(device, str) else device
+    dev = prefill_device(device)
     routing, info = prompt_routing(model, tokens, path=trace, seed=seed)
     counts = routing_counts(routing, model.moe.num_routed_experts)
     key = profile_key(model.name, profile_hash(dev), routing, tokens)
@@ -100,7 +100,7 @@ def arena_budget(case: AutoconfigCase, budget_GiB: float) -> int:
 def queue_depth_of(case: AutoconfigCase, queue_depth: QueueDepth) -> int | None:
     """The depth to hold (None: searched)."""
     if queue_depth == "profile":
-        return case.device.ufs.default_queue_depth_count
+        return case.device.flash.default_queue_depth_count
     return None if queue_depth == "search" else queue_depth
 
 

@@ -229,42 +229,9 @@ def _parse(text: str, path: str) -> list[BenchRow]:
     if not body:
         raise InputError(path, "is empty (expected llama-bench -o json, jsonl, csv or md output)", show_value=False)
     if body.startswith("["):
-        try:
-            records = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise InputError("JSON", f"must parse ({exc.msg} at line {exc.lineno})", show_value=False,
-                             source=path) from None
-        except RecursionError:
-            raise InputError("JSON", "must be an array of llama-bench records (its arrays nest too deep for a log)",
-                             show_value=False, source=path) from None
-        except ValueError as exc:           # an integer of more than 4,300 digits
-            raise InputError("JSON", f"must parse ({exc})", show_value=False, source=path) from None
-        check_depth(records, "JSON", source=path)
-        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-            raise InputError("JSON", "must be an array of llama-bench records", show_value=False, source=path)
-        return [_row_from_fields(r, f"{path}: record {i + 1}") for i, r in enumerate(records)]
+        return _json_rows(body, path)
     if body.startswith("{"):
-        rows = []
-        for number, line in enumerate(body.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except RecursionError:
-                raise InputError("JSONL", "must hold one llama-bench record a line (this one nests too deep)",
-                                 show_value=False, source=f"{path}: line {number}") from None
-            except json.JSONDecodeError as exc:
-                raise InputError("JSONL", f"must hold one JSON object a line ({exc.msg})", show_value=False,
-                                 source=f"{path}: line {number}") from None
-            except ValueError as exc:       # an integer of more than 4,300 digits
-                raise InputError("JSONL", f"must hold one JSON object a line ({exc})", show_value=False,
-                                 source=f"{path}: line {number}") from None
-            check_depth(rec, "JSONL", source=f"{path}: line {number}")
-            if not isinstance(rec, dict):
-                raise InputError("JSONL", "must hold one JSON object a line", show_value=False,
-                                 source=f"{path}: line {number}")
-            rows.append(_row_from_fields(rec, f"{path}: line {number}"))
-        return rows
+        return _jsonl_rows(body, path)
     if any(line.lstrip().startswith("|") for line in body.splitlines()):
         return _markdown_rows(text, path)
     reader = csv.DictReader(io.StringIO(body))
@@ -272,6 +239,49 @@ def _parse(text: str, path: str) -> list[BenchRow]:
         raise InputError(path, "must be llama-bench output: -o json, jsonl, csv (with an avg_ts column) or md",
                          show_value=False)
     return [_row_from_fields(dict(r), f"{path}: line {i + 2}") for i, r in enumerate(reader)]
+
+
+def _json_rows(body: str, path: str) -> list[BenchRow]:
+    """llama-bench ``-o json``: one array of records."""
+    try:
+        records = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise InputError("JSON", f"must parse ({exc.msg} at line {exc.lineno})", show_value=False,
+                         source=path) from None
+    except RecursionError:
+        raise InputError("JSON", "must be an array of llama-bench records (its arrays nest too deep for a log)",
+                         show_value=False, source=path) from None
+    except ValueError as exc:           # an integer of more than 4,300 digits
+        raise InputError("JSON", f"must parse ({exc})", show_value=False, source=path) from None
+    check_depth(records, "JSON", source=path)
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise InputError("JSON", "must be an array of llama-bench records", show_value=False, source=path)
+    return [_row_from_fields(r, f"{path}: record {i + 1}") for i, r in enumerate(records)]
+
+
+def _jsonl_rows(body: str, path: str) -> list[BenchRow]:
+    """llama-bench ``-o jsonl``: one record a line (blank lines skipped)."""
+    rows = []
+    for number, line in enumerate(body.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except RecursionError:
+            raise InputError("JSONL", "must hold one llama-bench record a line (this one nests too deep)",
+                             show_value=False, source=f"{path}: line {number}") from None
+        except json.JSONDecodeError as exc:
+            raise InputError("JSONL", f"must hold one JSON object a line ({exc.msg})", show_value=False,
+                             source=f"{path}: line {number}") from None
+        except ValueError as exc:       # an integer of more than 4,300 digits
+            raise InputError("JSONL", f"must hold one JSON object a line ({exc})", show_value=False,
+                             source=f"{path}: line {number}") from None
+        check_depth(rec, "JSONL", source=f"{path}: line {number}")
+        if not isinstance(rec, dict):
+            raise InputError("JSONL", "must hold one JSON object a line", show_value=False,
+                             source=f"{path}: line {number}")
+        rows.append(_row_from_fields(rec, f"{path}: line {number}"))
+    return rows
 
 
 def read_llama_bench(path: str | Path) -> list[BenchRow]:

@@ -153,6 +153,20 @@ def _checked_bounds(specs: Sequence[FieldSpec], base: MobileNPUProfile) -> None:
                              f"{base.name} ({s.why})", f"[{s.low:g}, {s.high:g}]")
 
 
+def _field_intervals(specs: Sequence[FieldSpec], x: np.ndarray, cov: np.ndarray | None,
+                     quantile: float) -> dict[str, tuple[float, float] | None]:
+    """Each fitted field's interval from the covariance (``x`` in log space), within its bounds;
+    None for every field when there is no covariance."""
+    intervals: dict[str, tuple[float, float] | None] = {}
+    for j, s in enumerate(specs):
+        if cov is None:
+            intervals[s.field] = None
+            continue
+        half = quantile * float(np.sqrt(max(cov[j, j], 0.0)))
+        intervals[s.field] = (max(s.low, _exp(x[j] - half)), min(s.high, _exp(x[j] + half)))
+    return intervals
+
+
 def fit_group(profile: MobileNPUProfile, group: str, figures: Sequence[Figure], hold_out: set[str],
               base: MobileNPUProfile | None = None, progress: Progress | None = None) -> GroupFit:
     """Fit ``group``'s fields to its figures not in ``hold_out`` (module docstring)."""
@@ -186,13 +200,7 @@ def fit_group(profile: MobileNPUProfile, group: str, figures: Sequence[Figure], 
     fitted = with_fitted(profile, values)
     results = [_figure_fit(f, group, f.predict(fitted), f.name not in hold_out, cov, quantile, s2, grads[i])
                for i, f in enumerate(figures)]
-    intervals: dict[str, tuple[float, float] | None] = {}
-    for j, s in enumerate(specs):
-        if cov is None:
-            intervals[s.field] = None
-            continue
-        half = quantile * float(np.sqrt(max(cov[j, j], 0.0)))
-        intervals[s.field] = (max(s.low, _exp(x[j] - half)), min(s.high, _exp(x[j] + half)))
+    intervals = _field_intervals(specs, x, cov, quantile)
     at_bound = tuple(s.field for s in specs
                      if values[s.field] <= s.low * (1 + AT_BOUND) or values[s.field] >= s.high * (1 - AT_BOUND))
     return GroupFit(group=group, fields=specs, values=values, intervals=intervals, figures=tuple(results),

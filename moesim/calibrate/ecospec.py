@@ -249,15 +249,20 @@ def fit_paths(profile: GPUServerProfile, rows: tuple[PathRow, ...] = PATH_ROWS,
     assert best is not None
     values = {k: round(v, 4) for k, v in values_of(best.x).items()}
     pred = _predict(resolved, values, sync_s, peak)
+    return PathFit(values=values, errors={r.label: p / r.seconds - 1.0 for r, p in zip(rows, pred, strict=True)},
+                   predicted={r.label: p for r, p in zip(rows, pred, strict=True)}, at_bound=_at_bound(values, free))
+
+
+def _at_bound(values: dict[str, float], free: dict[str, tuple[float, float]]) -> dict[str, str]:
+    """The fitted numbers within 0.5% of their bound's span of a bound: name -> "low" or "high"."""
     at_bound = {}
-    for n in names:
+    for n in free:
         span = free[n][1] - free[n][0]
         if values[n] <= free[n][0] + 0.005 * span:
             at_bound[n] = "low"
         elif values[n] >= free[n][1] - 0.005 * span:
             at_bound[n] = "high"
-    return PathFit(values=values, errors={r.label: p / r.seconds - 1.0 for r, p in zip(rows, pred, strict=True)},
-                   predicted={r.label: p for r, p in zip(rows, pred, strict=True)}, at_bound=at_bound)
+    return at_bound
 
 
 def predict_rows(profile: GPUServerProfile, rows: tuple[PathRow, ...] = PREDICTED_ROWS) -> dict[str, float]:

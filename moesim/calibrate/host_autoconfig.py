@@ -9,6 +9,7 @@ measured one, and optionally the two are run alternately head to head.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,6 +106,26 @@ class SweepCase:
         return [min(self.samples, key=lambda c: (self.samples[c][r], c)) for r in range(rounds)]
 
 
+def _check_sweep(repeats: int, duel_rounds: int, arena_experts: list[int]) -> None:
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise InputError("repeats", "must be an integer >= 1", repeats)
+    if isinstance(duel_rounds, bool) or not isinstance(duel_rounds, int) or duel_rounds < 0:
+        raise InputError("duel_rounds", "must be an integer >= 0", duel_rounds)
+    if not arena_experts or any(n < 1 for n in arena_experts):
+        raise InputError("arena_experts", "must be a non-empty list of integers >= 1", arena_experts)
+
+
+def _duel(run: Callable[[StreamSetting], float], a: StreamSetting, b: StreamSetting,
+          rounds: int) -> tuple[list[float], list[float]]:
+    """``a`` and ``b`` run alternately ``rounds`` times each: their times, in order."""
+    a_runs: list[float] = []
+    b_runs: list[float] = []
+    for _ in range(rounds):
+        a_runs.append(run(a))
+        b_runs.append(run(b))
+    return a_runs, b_runs
+
+
 def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.ndarray, arena_experts: list[int],
           workdir: Path, repeats: int = 2, duel_rounds: int = 0) -> list[SweepCase]:
     """Measure every configuration of the largest budget's space ``repeats`` times (round-robin),
@@ -112,12 +133,7 @@ def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.nda
     ``duel_rounds``, also run the choice and the best alternately that many times each."""
     from moesim.native.cpu import ExecutorConfig, ExpertShape, pack_experts, run_executor
 
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise InputError("repeats", "must be an integer >= 1", repeats)
-    if isinstance(duel_rounds, bool) or not isinstance(duel_rounds, int) or duel_rounds < 0:
-        raise InputError("duel_rounds", "must be an integer >= 0", duel_rounds)
-    if not arena_experts or any(n < 1 for n in arena_experts):
-        raise InputError("arena_experts", "must be a non-empty list of integers >= 1", arena_experts)
+    _check_sweep(repeats, duel_rounds, arena_experts)
     layers, experts, hidden, inter, k = shape
     model = executor_model(layers, experts, hidden, inter, k)
     profile: StoredProfile = build_profile(host_service_times(p, model, routing, hidden))
@@ -131,30 +147,29 @@ def sweep(p: HostProfile, shape: tuple[int, int, int, int, int], routing: np.nda
         return run_executor(packed, routing, ecfg, workdir=workdir / "runs").makespan_s
 
     samples: dict[StreamSetting, list[float]] = {}
-    largest = max(arena_experts) * profile.st.expert_B
-    everything = sorted(space(profile, largest))
+    everything = sorted(space(profile, max(arena_experts) * profile.st.expert_B))
     for _ in range(repeats):          # round-robin over configurations: drift hits all alike
         for cfg in everything:
             samples.setdefault(cfg, []).append(run(cfg))
 
     duels: dict[tuple[StreamSetting, StreamSetting], tuple[list[float], list[float]]] = {}
-    out = []
-    for n_exp in arena_experts:
-        budget = n_exp * profile.st.expert_B
-        choice = select(profile, budget)
-        assert choice is not None
-        mine = {cfg: samples[cfg] for cfg in space(profile, budget)}
-        assert choice.config in mine, "the auto-configurator chose outside its own search space"
-        best = min(mine, key=lambda c: (min(mine[c]), profile.arena_B(c)))
-        predicted = {c: evaluate(profile.inputs[c.group_size], c.banks, c.queue_depth, "non-ffn") / 1e9 for c in mine}
-        pair = (choice.config, best)
-        if duel_rounds and choice.config != best and pair not in duels:
-            a_runs: list[float] = []
-            b_runs: list[float] = []
-            for _ in range(duel_rounds):
-                a_runs.append(run(choice.config))
-                b_runs.append(run(best))
-            duels[pair] = (a_runs, b_runs)
-        out.append(SweepCase(arena_experts=n_exp, chosen=choice.config, predicted_s=choice.ttft_ns / 1e9, best=best,
-                             samples=mine, predicted=predicted, duel=duels.get(pair)))
-    return out
+    return [_case(profile, samples, n_exp, run, duel_rounds, duels) for n_exp in arena_experts]
+
+
+def _case(profile: StoredProfile, samples: dict[StreamSetting, list[float]], n_exp: int,
+          run: Callable[[StreamSetting], float], duel_rounds: int,
+          duels: dict[tuple[StreamSetting, StreamSetting], tuple[list[float], list[float]]]) -> SweepCase:
+    """The auto-configurator's choice at an arena of ``n_exp`` experts against the measured best
+    (and their duel, run once per pair and kept in ``duels``)."""
+    budget = n_exp * profile.st.expert_B
+    choice = select(profile, budget)
+    assert choice is not None
+    mine = {cfg: samples[cfg] for cfg in space(profile, budget)}
+    assert choice.config in mine, "the auto-configurator chose outside its own search space"
+    best = min(mine, key=lambda c: (min(mine[c]), profile.arena_B(c)))
+    predicted = {c: evaluate(profile.inputs[c.group_size], c.banks, c.queue_depth, "non-ffn") / 1e9 for c in mine}
+    pair = (choice.config, best)
+    if duel_rounds and choice.config != best and pair not in duels:
+        duels[pair] = _duel(run, choice.config, best, duel_rounds)
+    return SweepCase(arena_experts=n_exp, chosen=choice.config, predicted_s=choice.ttft_ns / 1e9, best=best,
+                     samples=mine, predicted=predicted, duel=duels.get(pair))

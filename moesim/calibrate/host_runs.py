@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,9 @@ from moesim.config.device import HostProfile
 from moesim.config.profiles import override_profile
 from moesim.files import atomic_path
 from moesim.traces import bundled_trace_path, read_trace
+
+if TYPE_CHECKING:
+    from moesim.native.cpu import ExecutorResult
 
 __all__ = ["ExecutorCase", "CASES", "routing_for", "measure_cases", "predict_case", "predict_case_expected",
            "RUNS_CSV"]
@@ -106,13 +110,29 @@ def predict_case_expected(profile: HostProfile, case: ExecutorCase) -> tuple[flo
     return statistics.fmean(r[0] for r in runs), statistics.fmean(r[1] for r in runs)
 
 
+def _summary(name: str, done: list[ExecutorResult], machine: str, stamp: str) -> dict[str, object]:
+    """One case's row of the runs table: makespan and bubble share over its repeats, the disk's rate."""
+    spans = [r.makespan_s for r in done]
+    rates = []
+    for r in done:
+        reads = r.intervals[r.intervals.kind == "read"]
+        rates.append(float(reads.bytes.sum()) / busy_ns(reads.start_ns.tolist(), reads.end_ns.tolist()))
+    return {"case": name, "makespan_s_median": statistics.median(spans), "makespan_s_min": min(spans),
+            "makespan_s_max": max(spans),
+            "bubble_share_median": statistics.median(r.bubble_share for r in done),
+            "makespan_s_mean": statistics.fmean(spans),
+            "bubble_share_mean": statistics.fmean(r.bubble_share for r in done),
+            "repeats": len(done), "direct_io": all(r.direct_io for r in done), "filesystem": done[0].filesystem,
+            "read_GBps_median": statistics.median(rates), "machine": machine, "measured_at": stamp}
+
+
 def measure_cases(workdir: Path, repeats: int = 11, out: Path = RUNS_CSV,
                   before_round: Callable[[int], None] | None = None) -> pd.DataFrame:
     """Run every case ``repeats`` times on this machine, rounds round-robin over the cases (so
     drift of the disk or the host hits every case alike); medians (and spread) to ``out``.
     ``before_round(i)`` runs before round ``i`` (the disk probe, so calibration and validation
     see the disk over the same time window)."""
-    from moesim.native.cpu import ExecutorConfig, ExecutorResult, ExpertShape, PackedFile, pack_experts, run_executor
+    from moesim.native.cpu import ExecutorConfig, ExpertShape, PackedFile, pack_experts, run_executor
 
     packed: dict[str, PackedFile] = {}
     configs: dict[str, ExecutorConfig] = {}
@@ -131,22 +151,7 @@ def measure_cases(workdir: Path, repeats: int = 11, out: Path = RUNS_CSV,
                                                 workdir=workdir / "runs"))
     machine = describe_machine(workdir, runs[CASES[0].name][0].filesystem)
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    rows = []
-    for case in CASES:
-        done = runs[case.name]
-        spans = [r.makespan_s for r in done]
-        rates = []
-        for r in done:
-            reads = r.intervals[r.intervals.kind == "read"]
-            rates.append(float(reads.bytes.sum()) / busy_ns(reads.start_ns.tolist(), reads.end_ns.tolist()))
-        rows.append({"case": case.name, "makespan_s_median": statistics.median(spans), "makespan_s_min": min(spans),
-                     "makespan_s_max": max(spans),
-                     "bubble_share_median": statistics.median(r.bubble_share for r in done),
-                     "makespan_s_mean": statistics.fmean(spans),
-                     "bubble_share_mean": statistics.fmean(r.bubble_share for r in done),
-                     "repeats": repeats, "direct_io": all(r.direct_io for r in done), "filesystem": done[0].filesystem,
-                     "read_GBps_median": statistics.median(rates), "machine": machine, "measured_at": stamp})
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame([_summary(case.name, runs[case.name], machine, stamp) for case in CASES])
     with atomic_path(out) as tmp:
         table.to_csv(tmp, index=False)
     return table

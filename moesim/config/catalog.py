@@ -10,10 +10,10 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from moesim.config.loading import check_own_name, read_toml, validate_data
+from moesim.config.loading import bundled_or_path, check_own_name, read_toml, validate_data
 from moesim.config.model import ModelSpec
 from moesim.errors import InputError
-from moesim.inputs import exists, is_dir
+from moesim.inputs import exists
 
 __all__ = ["CATALOG_DIR", "DEFAULT_MODEL", "DEFAULT_PHONE_DEVICE", "DEFAULT_GPU_MODEL", "DEFAULT_GPU_DEVICE",
            "DEFAULT_DECODE_MODEL", "model_names", "load_model", "list_models"]
@@ -71,13 +71,11 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
     >>> load_model("olmoe-1b-7b").expert_bytes("q4_0")
     3538944
     """
-    text = str(name_or_path)
-    if text in model_names():
-        return _bundled(text)
-    path = Path(text)
-    if not text.strip() or is_dir(path):        # '' is the current folder to Path
-        names = ", ".join(model_names())
-        raise InputError("model", f"must name a catalog model ({names}) or a .toml, .json or .gguf file", text)
+    names = model_names()
+    path = bundled_or_path(name_or_path, names, "model",
+                           f"a catalog model ({', '.join(names)}) or a .toml, .json or .gguf file")
+    if isinstance(path, str):
+        return _bundled(path)
     if path.suffix in _IMPORTED:            # imported in memory, as ``moesim models import`` would write it
         model = _IMPORTED[path.suffix](path)
         check_own_name(model.name, path, CATALOG_DIR, "model")
@@ -86,8 +84,8 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         model = _read(path)
         check_own_name(model.name, path, CATALOG_DIR, "model")
         return model
-    raise InputError("model", f"must be a catalog name ({', '.join(model_names())}) or a .toml, .json or .gguf file",
-                     text)
+    raise InputError("model", f"must be a catalog name ({', '.join(names)}) or a .toml, .json or .gguf file",
+                     str(name_or_path))
 
 
 def list_models() -> list[ModelSpec]:

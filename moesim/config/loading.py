@@ -13,9 +13,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from moesim.errors import InputError
-from moesim.inputs import exists, parse_toml, read_input
+from moesim.inputs import exists, is_dir, parse_toml, read_input
 
-__all__ = ["read_toml", "validate_data", "validate_union", "input_error_from", "check_own_name", "file_ref"]
+__all__ = ["read_toml", "validate_data", "validate_union", "input_error_from", "check_own_name", "file_ref",
+           "bundled_or_path"]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -139,6 +140,18 @@ def check_own_name(name: str, path: Path, bundled: Path, what: str) -> None:
     if own.is_file() and path.resolve() != own.resolve():
         raise InputError("name", f"must not be a bundled {what}'s name (results and real traces are matched by "
                          f"name): rename it, e.g. {name + '-custom'!r}", name, source=str(path))
+
+
+def bundled_or_path(name_or_path: str | Path, bundled: list[str], field: str, expects: str) -> str | Path:
+    """``name_or_path`` as a bundled name (one of ``bundled``, returned as it is) or as a path; the
+    empty text and a folder are refused (``field`` must name ``expects``)."""
+    text = str(name_or_path)
+    if text in bundled:
+        return text
+    path = Path(text)
+    if not text.strip() or is_dir(path):        # '' is the current folder to Path
+        raise InputError(field, f"must name {expects}", text)
+    return path
 
 
 def file_ref(text: str, bundled: list[str]) -> str:

@@ -21,7 +21,8 @@ from moesim.config.base import Frozen
 from moesim.errors import NotFittedError
 from moesim.units import unit_of
 
-__all__ = ["PROVENANCE_KINDS", "UNIT_BOUNDS", "RATE_FLOORS", "Section", "numeric_fields", "provenance_kind"]
+__all__ = ["PROVENANCE_KINDS", "UNIT_BOUNDS", "RATE_FLOORS", "Section", "ProfileBase", "numeric_fields",
+           "provenance_kind"]
 
 PROVENANCE_KINDS = ("spec", "paper", "measured", "fitted", "derived", "assumed")
 _MAX_MAGNITUDE = 1e12
@@ -155,3 +156,16 @@ class Section(Frozen):
         """Numeric fields marked 'fitted: pending' that have no value yet."""
         return [n for n in numeric_fields(type(self)) if getattr(self, n) is None and n in self.provenance]
 
+
+
+class ProfileBase(Frozen):
+    """What every device profile has: a file-safe name, a display name, a description, and its
+    sections (the fields that are a :class:`Section`)."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    display_name: str
+    description: str = ""
+
+    def sections(self) -> dict[str, Section]:
+        """The profile's sections by name, in the order of its fields; an absent optional one left out."""
+        return {name: sec for name in type(self).model_fields if isinstance(sec := getattr(self, name), Section)}

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from moesim.config.device import MobileNPUProfile
+from moesim.config.capabilities import PrefillDevice
 from moesim.config.prefill import PageCache
 from moesim.cost.energy import RunActivity
 from moesim.cost.params import ufs_params
@@ -87,7 +87,7 @@ def load_phase(loaded_B: int, path: LoadPath, page_cache: PageCache, rates: Load
     return LoadPhase(path=path, loaded_B=loaded_B, flash_B=0, ns=loaded_B / rates.copy_B_per_ns)
 
 
-def load_rates(p: MobileNPUProfile, end: Literal["nominal", "slow", "fast"] = "nominal") -> LoadRates:
+def load_rates(p: PrefillDevice, end: Literal["nominal", "slow", "fast"] = "nominal") -> LoadRates:
     """The rates of a load at ``end`` of their ranges. Buffered: ``runtime.buffered_read_bw_GBps``
     (its ``_low_`` / ``_high_`` figures at the slow / fast end), at most ``ufs.peak_read_bw_GBps``;
     direct: the UFS rate of :func:`moesim.cost.params.ufs_params` without bank maintenance, times
@@ -104,16 +104,16 @@ def load_rates(p: MobileNPUProfile, end: Literal["nominal", "slow", "fast"] = "n
     rt = p.runtime
     buffered = rt.require("buffered_read_bw_GBps", p.name)
     direct = ufs_params(p, into_arena=False)
-    r = p.ufs.effective_read_bw_GBps or p.ufs.peak_read_bw_GBps
+    r = p.flash.effective_read_bw_GBps or p.flash.peak_read_bw_GBps
     ratio = 1.0
     if end == "slow":
         buffered = min(buffered, rt.buffered_read_bw_low_GBps or buffered)
-        ratio = min(1.0, (p.ufs.read_bw_low_GBps or r) / r)
+        ratio = min(1.0, (p.flash.read_bw_low_GBps or r) / r)
     elif end == "fast":
         buffered = max(buffered, rt.buffered_read_bw_high_GBps or buffered)
-        ratio = max(1.0, (p.ufs.read_bw_high_GBps or r) / r)
-    return LoadRates(buffered_B_per_ns=min(buffered, p.ufs.peak_read_bw_GBps),
-                     direct_B_per_ns=min(direct.B_per_ns * ratio, p.ufs.peak_read_bw_GBps),
+        ratio = max(1.0, (p.flash.read_bw_high_GBps or r) / r)
+    return LoadRates(buffered_B_per_ns=min(buffered, p.flash.peak_read_bw_GBps),
+                     direct_B_per_ns=min(direct.B_per_ns * ratio, p.flash.peak_read_bw_GBps),
                      direct_latency_ns=direct.latency_ns, copy_B_per_ns=p.memory.peak_bw_GBps / 2)
 
 
@@ -156,7 +156,7 @@ class PricedLoad:
 
 
 def price_load(loaded_B: int, path: LoadPath, page_cache: PageCache, counted: bool,
-               p: MobileNPUProfile) -> PricedLoad:
+               p: PrefillDevice) -> PricedLoad:
     """The load of ``loaded_B`` bytes by ``path`` at the profile's nominal, slow and fast rates.
     A profile without the buffered rate cannot price a load: an error when the TTFT counts it,
     else a load of ``phase = None``."""

@@ -65,59 +65,72 @@ def evaluate(inp: PipelineInput, banks: int, queue_depth: int, gate: Prefetch) -
     each acquisition pops the earliest, which is the (r-B+1)-th release because a release is
     never earlier than any acquisition before it. Read completions never decrease (one data
     path), so the (r-Q+1)-th is simply the oldest of the last Q: a ring of Q slots.
-    The auto-configurator calls this thousands of times per search, hence the plain loop
-    (no ``max``, no per-group attribute lookups); tests hold it equal to the recurrence
-    written plainly (tests/property/test_autoconfig.py).
+    The auto-configurator calls this thousands of times per search, hence the plain loop over
+    a layer's groups in :func:`_layer` (no ``max``, no per-group attribute lookups); tests hold
+    it equal to the recurrence written plainly (tests/property/test_autoconfig.py).
     """
     bank_free = [0] * banks
     slot_free = [0] * queue_depth
-    slot_i = 0
-    pop, push = heapq.heappop, heapq.heappush
-    latency = inp.latency_ns
     non_ffn_gate, routing_gate = gate == "non-ffn", gate == "after-routing"
+    on_demand = not (non_ffn_gate or routing_gate)
     layers = inp.flat_groups if non_ffn_gate else inp.flat_active_groups
-    end = loader = link_free = start = 0
+    loader_state = [0, 0, 0]        # the loader's time, the data path's free time, the next read slot
+    end = start = 0
     for nf, groups in zip(inp.non_ffn_ns, layers):
         previous_start, start = start, end
-        routed = end = start + nf
+        routed = start + nf
         gate_t = previous_start if non_ffn_gate else routed if routing_gate else 0
-        for active, compute_ns, transfer_ns in groups:
-            t = loader
-            if non_ffn_gate or routing_gate:
-                if t < gate_t:
-                    t = gate_t
-            elif t < end:                           # on-demand: the compute process asks
-                t = end
-            if not active and routed <= t:          # routing known: inactive group skipped
-                loader = t
-                continue
-            acquire = pop(bank_free)
-            if acquire < t:
-                acquire = t
-            loader = acquire
-            if not active and routed <= acquire:    # learned while waiting for a bank
-                push(bank_free, acquire)
-                continue
-            slot = slot_free[slot_i]
-            if slot < acquire:
-                slot = acquire
-            read_end = slot + latency
-            if read_end < link_free:
-                read_end = link_free
-            read_end += transfer_ns
-            link_free = read_end
-            slot_free[slot_i] = read_end
-            slot_i += 1
-            if slot_i == queue_depth:
-                slot_i = 0
-            if active:
-                if end < read_end:
-                    end = read_end
-                end += compute_ns
-                push(bank_free, end)
-            else:                                   # read too early, released unused
-                push(bank_free, read_end if read_end > routed else routed)
+        end = _layer(groups, routed, gate_t, on_demand, bank_free, slot_free, loader_state, inp.latency_ns)
     return end + inp.tail_ns
+
+
+def _layer(groups: tuple[tuple[bool, int, int], ...], routed: int, gate_t: int, on_demand: bool,
+           bank_free: list[int], slot_free: list[int], loader_state: list[int], latency: int) -> int:
+    """One layer of :func:`evaluate`: its groups' reads and computes from ``routed`` (its non-FFN
+    end); returns its last compute's end. ``bank_free`` (a heap of release times), ``slot_free``
+    (the ring of read completions) and ``loader_state`` carry over from layer to layer."""
+    pop, push = heapq.heappop, heapq.heappush
+    loader, link_free, slot_i = loader_state
+    queue_depth = len(slot_free)
+    end = routed
+    for active, compute_ns, transfer_ns in groups:
+        t = loader
+        if on_demand:
+            if t < end:                             # the compute process asks
+                t = end
+        elif t < gate_t:
+            t = gate_t
+        if not active and routed <= t:          # routing known: inactive group skipped
+            loader = t
+            continue
+        acquire = pop(bank_free)
+        if acquire < t:
+            acquire = t
+        loader = acquire
+        if not active and routed <= acquire:    # learned while waiting for a bank
+            push(bank_free, acquire)
+            continue
+        slot = slot_free[slot_i]
+        if slot < acquire:
+            slot = acquire
+        read_end = slot + latency
+        if read_end < link_free:
+            read_end = link_free
+        read_end += transfer_ns
+        link_free = read_end
+        slot_free[slot_i] = read_end
+        slot_i += 1
+        if slot_i == queue_depth:
+            slot_i = 0
+        if active:
+            if end < read_end:
+                end = read_end
+            end += compute_ns
+            push(bank_free, end)
+        else:                                   # read too early, released unused
+            push(bank_free, read_end if read_end > routed else routed)
+    loader_state[:] = (loader, link_free, slot_i)
+    return end
 
 
 def lower_bound(inp: PipelineInput, gate: Prefetch) -> int:

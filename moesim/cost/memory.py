@@ -80,44 +80,75 @@ def arena_refusal(base: MemoryBreakdown, *, model: str, device: str, tokens: int
     largest, since no budget can help); a budget below the memory outside the arena plus the
     smallest arena; the profile's mappable arena below the smallest arena; a fixed ``banks`` or
     ``group_size`` whose smallest arena exceeds what is left."""
-    def origin(field: str) -> str:
-        return f"--set on profile {device}" if field in overridden else f"profile {device}"
-
+    why = _Refusal(base, model, device, tokens, usable_GiB, overridden)
     smallest = 2 * expert_B
-    need = (banks or 2) * (group_size or 1) * expert_B
     usable_B, mapped_B = int(usable_GiB * GiB), int(max_mapped_GiB * GiB)
     device_room = usable_B - base.total_B
-    parts = (f"resident weights {_gib(base.weights_B)}, activations {_gib(base.activations_B)}, "
-             f"KV cache {_gib(base.kv_cache_B)}, runtime {_gib(base.runtime_B)}")
     if device_room < smallest:
-        over = (f"{model} at {tokens} tokens needs {_gib(base.total_B)} outside the arena ({parts}) + the smallest "
-                f"arena {_gib(smallest)}, over memory.usable_GiB = {usable_GiB:g} ({origin('memory.usable_GiB')})")
-        prompt_B = base.kv_cache_B + base.activations_B
-        if prompt_B >= max(base.weights_B, base.runtime_B):
-            return InputError("tokens", f"must be fewer: the KV cache and activations alone take {_gib(prompt_B)}; "
-                              f"{over}", tokens)
-        if base.runtime_B >= base.weights_B:
-            return InputError("memory.runtime_overhead_MiB", f"({origin('memory.runtime_overhead_MiB')}) leaves no "
-                              f"room for the model: {over}", base.runtime_B / MiB)
-        return InputError("model", f"does not fit {device}: its resident weights alone take "
-                          f"{_gib(base.weights_B)}; {over}", model)
+        return why.over_device(smallest)
     if budget_GiB is not None and int(budget_GiB * GiB) <= usable_B and int(budget_GiB * GiB) - base.total_B < smallest:
-        room = int(budget_GiB * GiB) - base.total_B
-        return InputError("memory_budget_GiB", f"must be >= {(base.total_B + smallest) / GiB:.3f} GiB for {model} at "
-                          f"{tokens} tokens: outside the arena it needs {_gib(base.total_B)} ({parts}), leaving "
-                          f"{_gib(max(room, 0))} for an arena of at least {_gib(smallest)} (2 banks x 1 expert)",
-                          budget_GiB)
+        return why.under_budget(budget_GiB, smallest)
     if mapped_B < smallest:
-        return InputError("arena.max_mapped_GiB", f"({origin('arena.max_mapped_GiB')}) must hold the smallest "
+        return InputError("arena.max_mapped_GiB", f"({why.origin('arena.max_mapped_GiB')}) must hold the smallest "
                           f"arena of {model}, 2 banks x 1 expert = {_gib(smallest)}", max_mapped_GiB)
-    limits = [(mapped_B, f"arena.max_mapped_GiB = {max_mapped_GiB:g} ({origin('arena.max_mapped_GiB')})"),
+    limits = [(mapped_B, f"arena.max_mapped_GiB = {max_mapped_GiB:g} ({why.origin('arena.max_mapped_GiB')})"),
               (device_room, f"the {_gib(device_room)} that memory.usable_GiB = {usable_GiB:g} "
-                            f"({origin('memory.usable_GiB')}) leaves outside the arena ({parts})")]
+                            f"({why.origin('memory.usable_GiB')}) leaves outside the arena ({why.parts})")]
     if budget_GiB is not None:
         limits.append((int(budget_GiB * GiB) - base.total_B,
                        f"the {_gib(int(budget_GiB * GiB) - base.total_B)} memory_budget_GiB = {budget_GiB:g} "
                        "leaves for the arena"))
     _, what = min(limits, key=lambda item: item[0])
+    return _over_limit(what, expert_B, group_size, banks)
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """What the refusals of :func:`arena_refusal` name: the memory outside the arena, the run, the device."""
+
+    base: MemoryBreakdown
+    model: str
+    device: str
+    tokens: int
+    usable_GiB: float
+    overridden: Collection[str]
+
+    def origin(self, field: str) -> str:
+        return f"--set on profile {self.device}" if field in self.overridden else f"profile {self.device}"
+
+    @property
+    def parts(self) -> str:
+        b = self.base
+        return (f"resident weights {_gib(b.weights_B)}, activations {_gib(b.activations_B)}, "
+                f"KV cache {_gib(b.kv_cache_B)}, runtime {_gib(b.runtime_B)}")
+
+    def over_device(self, smallest: int) -> InputError:
+        """The memory outside the arena leaves the device no room for the smallest arena."""
+        base, model = self.base, self.model
+        over = (f"{model} at {self.tokens} tokens needs {_gib(base.total_B)} outside the arena ({self.parts}) + the "
+                f"smallest arena {_gib(smallest)}, over memory.usable_GiB = {self.usable_GiB:g} "
+                f"({self.origin('memory.usable_GiB')})")
+        prompt_B = base.kv_cache_B + base.activations_B
+        if prompt_B >= max(base.weights_B, base.runtime_B):
+            return InputError("tokens", f"must be fewer: the KV cache and activations alone take {_gib(prompt_B)}; "
+                              f"{over}", self.tokens)
+        if base.runtime_B >= base.weights_B:
+            return InputError("memory.runtime_overhead_MiB", f"({self.origin('memory.runtime_overhead_MiB')}) leaves "
+                              f"no room for the model: {over}", base.runtime_B / MiB)
+        return InputError("model", f"does not fit {self.device}: its resident weights alone take "
+                          f"{_gib(base.weights_B)}; {over}", model)
+
+    def under_budget(self, budget_GiB: float, smallest: int) -> InputError:
+        room = int(budget_GiB * GiB) - self.base.total_B
+        return InputError("memory_budget_GiB", f"must be >= {(self.base.total_B + smallest) / GiB:.3f} GiB for "
+                          f"{self.model} at {self.tokens} tokens: outside the arena it needs "
+                          f"{_gib(self.base.total_B)} ({self.parts}), leaving {_gib(max(room, 0))} for an arena of "
+                          f"at least {_gib(smallest)} (2 banks x 1 expert)", budget_GiB)
+
+
+def _over_limit(what: str, expert_B: int, group_size: int | None, banks: int | None) -> InputError:
+    """A fixed ``banks`` or ``group_size`` (or the smallest arena) over the tightest limit ``what``."""
+    need = (banks or 2) * (group_size or 1) * expert_B
     if banks is not None:
         return InputError("banks", f"needs {_gib(need)} of arena even with groups of {group_size or 1} "
                           f"expert{'s' if (group_size or 1) > 1 else ''} ({expert_B / MiB:.2f} MiB each), over {what}",

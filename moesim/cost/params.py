@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from moesim.config.device import MobileNPUProfile
+from moesim.config.capabilities import PrefillDevice
 from moesim.cost.htp import TilePipeline
 from moesim.cost.hvx import hvx_dequant_GBps_limit
 from moesim.errors import InputError
@@ -61,7 +61,7 @@ class UFSParams:
 NPURuntime = Literal["estream", "llamacpp"]
 
 
-def npu_backend(p: MobileNPUProfile, runtime: NPURuntime = "estream") -> Backend:
+def npu_backend(p: PrefillDevice, runtime: NPURuntime = "estream") -> Backend:
     """The HTP under ``runtime``. With ``htp.hvx_efficiency_ratio`` and ``htp.dma_GBps`` set, matrix
     multiplies run the tile pipeline of :mod:`moesim.cost.htp` (DMA into VTCM, HVX dequantisation,
     HMX): the HVX rates are their issue limits at the profile's clock and HVX contexts
@@ -75,65 +75,65 @@ def npu_backend(p: MobileNPUProfile, runtime: NPURuntime = "estream") -> Backend
     HMX products at ``htp.llamacpp_hmx_ratio`` of the rate. Without ``group_dispatch_us`` both
     runtimes price calls as llama.cpp does; without the tile pipeline's two numbers, the one-rate
     model of issue 4."""
-    if p.htp.hvx_efficiency_ratio is None or p.htp.dma_GBps is None:
+    if p.npu.hvx_efficiency_ratio is None or p.npu.dma_GBps is None:
         return _npu_backend_one_rate(p, runtime)
-    clock, contexts = p.htp.require("clock_GHz", p.name), p.htp.hvx_contexts_count
-    efficiency = p.htp.require("hvx_efficiency_ratio", p.name)
+    clock, contexts = p.npu.require("clock_GHz", p.name), p.npu.hvx_contexts_count
+    efficiency = p.npu.require("hvx_efficiency_ratio", p.name)
     limit = hvx_dequant_GBps_limit(clock, contexts)
-    hvx_fp16_flop_per_ns = contexts * (p.htp.hvx_vector_B // FP16_B) * 2.0 * clock * efficiency
+    hvx_fp16_flop_per_ns = contexts * (p.npu.hvx_vector_B // FP16_B) * 2.0 * clock * efficiency
     tiles = TilePipeline(
         hmx_flop_per_ns=_hmx_flop_per_ns(p, runtime),
         dequant_B_per_ns=limit * efficiency,
-        dma_B_per_ns=p.htp.require("dma_GBps", p.name),
+        dma_B_per_ns=p.npu.require("dma_GBps", p.name),
         act_B_per_ns=p.memory.peak_bw_GBps,
-        vtcm_B=int(p.htp.vtcm_MiB * MiB),
-        tile_rows=p.htp.hmx_tile_rows_count,
-        tile_cols=p.htp.hmx_tile_cols_count,
-        experts_double_buffered=p.htp.experts_double_buffered,
+        vtcm_B=int(p.npu.vtcm_MiB * MiB),
+        tile_rows=p.npu.hmx_tile_rows_count,
+        tile_cols=p.npu.hmx_tile_cols_count,
+        experts_double_buffered=p.npu.experts_double_buffered,
     )
-    on_hvx = p.htp.attention_unit == "hvx"
-    mla_on_hvx = runtime == "estream" and (p.htp.mla_attention_unit or p.htp.attention_unit) == "hvx"
+    on_hvx = p.npu.attention_unit == "hvx"
+    mla_on_hvx = runtime == "estream" and (p.npu.mla_attention_unit or p.npu.attention_unit) == "hvx"
     # the online softmax of HMX flash attention: its HVX instructions per score, one per cycle and context x efficiency
-    softmax = (p.htp.attention_softmax_instr_per_score_ratio or 0.0) / (contexts * clock * efficiency)
-    return _npu(p, runtime, tiles.hmx_flop_per_ns, tiles.dequant_B_per_ns, tiles=tiles, mla_absorbed=p.htp.mla_absorbed,
+    softmax = (p.npu.attention_softmax_instr_per_score_ratio or 0.0) / (contexts * clock * efficiency)
+    return _npu(p, runtime, tiles.hmx_flop_per_ns, tiles.dequant_B_per_ns, tiles=tiles, mla_absorbed=p.npu.mla_absorbed,
                 attention_flop_per_ns=hvx_fp16_flop_per_ns if on_hvx else None, vec_flop_per_ns=hvx_fp16_flop_per_ns,
                 mla_attention_flop_per_ns=hvx_fp16_flop_per_ns if mla_on_hvx else None,
                 softmax_vec_ns_per_score=0.0 if on_hvx else softmax)
 
 
-def _hmx_flop_per_ns(p: MobileNPUProfile, runtime: NPURuntime) -> float:
+def _hmx_flop_per_ns(p: PrefillDevice, runtime: NPURuntime) -> float:
     """The HMX rate ``runtime``'s matmul kernels sustain (llama.cpp's: ``htp.llamacpp_hmx_ratio`` of it)."""
-    ratio = p.htp.llamacpp_hmx_ratio if runtime == "llamacpp" and p.htp.llamacpp_hmx_ratio is not None else 1.0
-    return p.htp.require("hmx_fp16_TFLOPS", p.name) * 1e3 * ratio
+    ratio = p.npu.llamacpp_hmx_ratio if runtime == "llamacpp" and p.npu.llamacpp_hmx_ratio is not None else 1.0
+    return p.npu.require("hmx_fp16_TFLOPS", p.name) * 1e3 * ratio
 
 
-def _npu_backend_one_rate(p: MobileNPUProfile, runtime: NPURuntime = "estream") -> Backend:
+def _npu_backend_one_rate(p: PrefillDevice, runtime: NPURuntime = "estream") -> Backend:
     """The HTP with weight intake folded into one effective rate (``htp.q4_0_dequant_GBps``),
     never faster than the HVX packet model allows: the calibration of issue 4, kept until the
     tile pipeline's numbers are fitted (docs/background/prefill-model.md)."""
-    limit = hvx_dequant_GBps_limit(p.htp.require("clock_GHz", p.name), p.htp.hvx_contexts_count)
-    return _npu(p, runtime, _hmx_flop_per_ns(p, runtime), min(p.htp.require("q4_0_dequant_GBps", p.name), limit))
+    limit = hvx_dequant_GBps_limit(p.npu.require("clock_GHz", p.name), p.npu.hvx_contexts_count)
+    return _npu(p, runtime, _hmx_flop_per_ns(p, runtime), min(p.npu.require("q4_0_dequant_GBps", p.name), limit))
 
 
-def _npu(p: MobileNPUProfile, runtime: NPURuntime, mat_flop_per_ns: float, weight_B_per_ns: float,
+def _npu(p: PrefillDevice, runtime: NPURuntime, mat_flop_per_ns: float, weight_B_per_ns: float,
          **extra: Any) -> Backend:
     """What both NPU models share: DRAM-rate element-wise passes, HMX tiles, call and layer costs."""
-    dispatch = p.htp.group_dispatch_us if runtime == "estream" else None
-    call = p.htp.require("call_overhead_us", p.name) if dispatch is None else dispatch
-    layer = p.htp.require("graph_overhead_us", p.name) if dispatch is None else dispatch
+    dispatch = p.npu.group_dispatch_us if runtime == "estream" else None
+    call = p.npu.require("call_overhead_us", p.name) if dispatch is None else dispatch
+    layer = p.npu.require("graph_overhead_us", p.name) if dispatch is None else dispatch
     return Backend(
         name="npu",
         mat_flop_per_ns=mat_flop_per_ns,
         weight_B_per_ns=weight_B_per_ns,
         elem_B_per_ns=p.memory.peak_bw_GBps,
-        tile_rows=p.htp.hmx_tile_rows_count,
+        tile_rows=p.npu.hmx_tile_rows_count,
         call_overhead_ns=call * 1e3,
         layer_overhead_ns=layer * 1e3,
         **extra,
     )
 
 
-def cpu_backend(p: MobileNPUProfile, repacked: bool = True) -> Backend:
+def cpu_backend(p: PrefillDevice, repacked: bool = True) -> Backend:
     """llama.cpp-like CPU execution: dense products at the Q4_0 GEMM rate, routed experts one GEMV
     per routed token at ``cpu.routed_gemv_GFLOPS`` (llama.cpp's MUL_MAT_ID on repacked Q4_0;
     docs/background/prefill-model.md, 'The CPU baseline'), weights read from DRAM at the rate the
@@ -159,7 +159,7 @@ def cpu_backend(p: MobileNPUProfile, repacked: bool = True) -> Backend:
     )
 
 
-def gpu_backend(p: MobileNPUProfile) -> Backend:
+def gpu_backend(p: PrefillDevice) -> Backend:
     """The mobile GPU (``[adreno]``) as the gpu-resident baseline runs it: every product, attention's
     included, at the measured prefill rate ``adreno.gemm_GFLOPS`` (llama.cpp's OpenCL backend runs
     them as fp16 matrix kernels), weights read from DRAM at ``adreno.weight_read_GBps`` overlapping
@@ -177,21 +177,21 @@ def gpu_backend(p: MobileNPUProfile) -> Backend:
     )
 
 
-def check_queue_depth(q: int, device: MobileNPUProfile) -> int:
+def check_queue_depth(q: int, device: PrefillDevice) -> int:
     """``q`` when the device's UFS queue has that many slots, else the one-line error."""
-    if q > device.ufs.queue_slots_count:
+    if q > device.flash.queue_slots_count:
         raise InputError("queue_depth", f"must be <= the UFS queue slots of {device.name} "
-                         f"({device.ufs.queue_slots_count})", q)
+                         f"({device.flash.queue_slots_count})", q)
     return q
 
 
-def ufs_params(p: MobileNPUProfile, into_arena: bool = True) -> UFSParams:
+def ufs_params(p: PrefillDevice, into_arena: bool = True) -> UFSParams:
     """UFS reads; ``into_arena``: reads into an NPU bank, each followed by the bank's cache
     maintenance (``arena.ready_latency_us``) before the NPU may use it (page-cache reads of the
     mmap baseline have none; they go through the page cache, at most at
     ``runtime.buffered_read_bw_GBps``)."""
-    bw = p.ufs.effective_read_bw_GBps
+    bw = p.flash.effective_read_bw_GBps
     if bw is None:
-        bw = p.ufs.require("effective_read_bw_GBps", p.name)
-    latency_us = p.ufs.require("read_latency_us", p.name) + (p.arena.ready_latency_us if into_arena else 0.0)
+        bw = p.flash.require("effective_read_bw_GBps", p.name)
+    latency_us = p.flash.require("read_latency_us", p.name) + (p.arena.ready_latency_us if into_arena else 0.0)
     return UFSParams(latency_ns=latency_us * 1e3, B_per_ns=bw, page_cache_B_per_ns=p.runtime.buffered_read_bw_GBps)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from moesim.config.device import MobileNPUProfile
+from moesim.config.capabilities import PrefillDevice
 from moesim.config.model import ModelSpec
 from moesim.cost.coldstart import PricedLoad
 from moesim.cost.energy import RunActivity, activation_bytes_moved, energy_breakdown_j
@@ -38,7 +38,7 @@ class Energy:
     energy_breakdown_j: dict[str, float]
 
 
-def prefill_energy(run: RequestTimes, request_interval: tuple[float, float] | None, device: MobileNPUProfile,
+def prefill_energy(run: RequestTimes, request_interval: tuple[float, float] | None, device: PrefillDevice,
                    tokens: int, model: ModelSpec, counts: np.ndarray, load: PricedLoad) -> Energy | None:
     """Joules of the run (moesim.cost.energy), if the profile has power figures: nominal, and the
     90% interval from the request's time interval and the power ranges (low with low, high with

@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from moesim.config.device import MobileNPUProfile, QNNSection
+from moesim.config.capabilities import PrefillDevice
+from moesim.config.device import QNNSection
 from moesim.config.model import ModelSpec
 from moesim.errors import InputError
 from moesim.units import GiB
@@ -42,7 +43,7 @@ class QNNSchedule:
     switch_ns: float
 
 
-def qnn_section(device: MobileNPUProfile) -> QNNSection:
+def qnn_section(device: PrefillDevice) -> QNNSection:
     """The profile's ``[qnn]`` section, or the one-line error naming what is missing."""
     if device.qnn is None:
         raise InputError("policy", f"qnn-switch needs a [qnn] section in profile {device.name} (QNN's graph size, "
@@ -74,7 +75,7 @@ def switch_count(passes: int, contexts: int, loaded_max: int) -> int:
     return (contexts - loaded_max) + (passes - 1) * contexts
 
 
-def qnn_schedule(model: ModelSpec, device: MobileNPUProfile, tokens: int) -> QNNSchedule:
+def qnn_schedule(model: ModelSpec, device: PrefillDevice, tokens: int) -> QNNSchedule:
     """The schedule of a ``tokens``-token prompt of ``model`` (Q4_0 bytes) on ``device``."""
     q = qnn_section(device)
     if tokens > q.context_tokens_count:

@@ -176,17 +176,7 @@ def comparison(model: str, device: str, tokens: Sequence[int], policies: Sequenc
     The model, the device with the overrides and every run are checked before the first row
     runs: an error that every policy would meet is raised, not written into every row."""
     chosen = list(policies or POLICY_NAMES)
-    for name in chosen:
-        if name not in POLICY_NAMES:
-            raise InputError("--policies", f"must be among {', '.join(POLICY_NAMES)}", name)
-    baseline = default_baseline(chosen) if baseline is None else baseline
-    if baseline == FASTEST_COMPLETED:
-        if not any(p in NON_OFFLOADING for p in chosen):
-            raise InputError("--baseline", f"{FASTEST_COMPLETED} needs a non-offloading policy among the compared "
-                             f"({', '.join(NON_OFFLOADING)})", ",".join(chosen))
-    elif baseline not in chosen:
-        raise InputError("--baseline", f"must be one of the compared policies ({', '.join(chosen)}) or "
-                         f"{FASTEST_COMPLETED}", baseline)
+    baseline = _checked_baseline(chosen, baseline)
     load_model(model)
     phone_profile(device, overrides)
     plans = [[validate_data(PrefillRun, {"model": model, "device": device, "tokens": n, "seed": seed,
@@ -198,17 +188,37 @@ def comparison(model: str, device: str, tokens: Sequence[int], policies: Sequenc
     rows = []
     for tried in attempts:
         block = [r for r, _ in tried if r["policy"] not in left_out]
-        base = _reference(block, baseline)
-        for r in block:
-            r["baseline"] = None if base is None else base["policy"]
-            r["speedup"] = r["memory_ratio"] = r["energy_ratio"] = None
-            if base is None or r["error"] is not None or base["error"] is not None:
-                continue
-            r["speedup"] = base["ttft_s"] / r["ttft_s"] if r["ttft_s"] > 0 else None
-            r["memory_ratio"] = base["peak_memory_GiB"] / r["peak_memory_GiB"]
-            r["energy_ratio"] = base["energy_j"] / r["energy_j"] if r["energy_j"] and base["energy_j"] else None
+        _add_ratios(block, _reference(block, baseline))
         rows += block
     return Comparison(rows=rows, left_out=left_out)
+
+
+def _checked_baseline(chosen: list[str], baseline: str | None) -> str:
+    """The compared policies checked, and the baseline among them (default: :func:`default_baseline`)."""
+    for name in chosen:
+        if name not in POLICY_NAMES:
+            raise InputError("--policies", f"must be among {', '.join(POLICY_NAMES)}", name)
+    baseline = default_baseline(chosen) if baseline is None else baseline
+    if baseline == FASTEST_COMPLETED:
+        if not any(p in NON_OFFLOADING for p in chosen):
+            raise InputError("--baseline", f"{FASTEST_COMPLETED} needs a non-offloading policy among the compared "
+                             f"({', '.join(NON_OFFLOADING)})", ",".join(chosen))
+    elif baseline not in chosen:
+        raise InputError("--baseline", f"must be one of the compared policies ({', '.join(chosen)}) or "
+                         f"{FASTEST_COMPLETED}", baseline)
+    return baseline
+
+
+def _add_ratios(block: list[dict[str, Any]], base: dict[str, Any] | None) -> None:
+    """Each row of one prompt length against the baseline's row ``base``: speedup, memory and energy ratios."""
+    for r in block:
+        r["baseline"] = None if base is None else base["policy"]
+        r["speedup"] = r["memory_ratio"] = r["energy_ratio"] = None
+        if base is None or r["error"] is not None or base["error"] is not None:
+            continue
+        r["speedup"] = base["ttft_s"] / r["ttft_s"] if r["ttft_s"] > 0 else None
+        r["memory_ratio"] = base["peak_memory_GiB"] / r["peak_memory_GiB"]
+        r["energy_ratio"] = base["energy_j"] / r["energy_j"] if r["energy_j"] and base["energy_j"] else None
 
 
 def _left_out(attempts: list[list[tuple[dict[str, Any], bool]]], baseline: str) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from moesim.config.device import MobileNPUProfile
+from moesim.config.capabilities import PrefillDevice
 from moesim.config.model import ModelSpec, TensorClass
 from moesim.config.prefill import PrefillRun
 from moesim.cost.memory import MemoryBreakdown, prefill_memory
@@ -13,7 +13,7 @@ from moesim.units import GiB, MiB
 __all__ = ["non_arena_memory", "base_memory", "budget_check"]
 
 
-def non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRun, plan_kind: str,
+def non_arena_memory(model: ModelSpec, device: PrefillDevice, run: PrefillRun, plan_kind: str,
                       routed_max: int) -> MemoryBreakdown:
     runtime_B = int(device.memory.require("runtime_overhead_MiB", device.name) * MiB)
     n = run.tokens
@@ -32,7 +32,7 @@ def non_arena_memory(model: ModelSpec, device: MobileNPUProfile, run: PrefillRun
                           kv_all_layers=run.kv_retention == "all-layers")
 
 
-def base_memory(model: ModelSpec, device: MobileNPUProfile, n_tokens: int, routed_max: int) -> MemoryBreakdown:
+def base_memory(model: ModelSpec, device: PrefillDevice, n_tokens: int, routed_max: int) -> MemoryBreakdown:
     """Memory of an estream prefill outside the arena (resident weights, activations, KV, runtime)."""
     run = PrefillRun(model=model.name, device=device.name, tokens=n_tokens)
     return non_arena_memory(model, device, run, "estream", routed_max)

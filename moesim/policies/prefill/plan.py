@@ -11,7 +11,7 @@ from typing import Literal
 
 import numpy as np
 
-from moesim.config.device import MobileNPUProfile
+from moesim.config.capabilities import PrefillDevice
 from moesim.config.model import ModelSpec
 from moesim.config.prefill import (
     CPUPolicy,
@@ -147,12 +147,12 @@ def default_group_size(model: ModelSpec) -> int:
     return n_exp
 
 
-def _estream(cfg: EStreamPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
+def _estream(cfg: EStreamPolicy, model: ModelSpec, device: PrefillDevice, counts: np.ndarray,
              arena_budget_B: int | None) -> StreamPlan:
     n_exp = model.moe.num_routed_experts
     if cfg.group_size is not None and cfg.group_size > n_exp:
         raise InputError("group_size", f"must be <= the expert count of {model.name} ({n_exp})", cfg.group_size)
-    q = check_queue_depth(cfg.queue_depth or device.ufs.default_queue_depth_count, device)
+    q = check_queue_depth(cfg.queue_depth or device.flash.default_queue_depth_count, device)
     g = cfg.group_size or default_group_size(model)
     w = model.expert_bytes("q4_0")
     b = cfg.banks or DEFAULT_BANKS
@@ -172,7 +172,7 @@ def _prompt_tokens(model: ModelSpec, counts: np.ndarray) -> int:
     return int(counts[0].sum()) // model.moe.top_k if counts.shape[0] else 0
 
 
-def plan_prefill(policy: PrefillPolicy, model: ModelSpec, device: MobileNPUProfile, counts: np.ndarray,
+def plan_prefill(policy: PrefillPolicy, model: ModelSpec, device: PrefillDevice, counts: np.ndarray,
                  arena_budget_B: int | None = None) -> StreamPlan:
     """The plan for ``policy``; ``arena_budget_B`` is what the budget leaves for expert banks."""
     e = model.moe.num_routed_experts
@@ -185,7 +185,7 @@ def plan_prefill(policy: PrefillPolicy, model: ModelSpec, device: MobileNPUProfi
                           queue_depth=1, gate="on-demand", skip_inactive=True,
                           layers=make_groups(model, counts, policy.group_size))
     if isinstance(policy, LayerB2Policy):
-        q = policy.queue_depth or device.ufs.default_queue_depth_count
+        q = policy.queue_depth or device.flash.default_queue_depth_count
         # EStream's read rule with G = E, B = 2 and no skipping: a layer buffer fills while the previous layer runs
         return StreamPlan(policy="layer-b2", io="stream", backend="npu", group_size=e, banks=2, queue_depth=q,
                           gate="non-ffn", skip_inactive=False, layers=make_groups(model, counts, e))

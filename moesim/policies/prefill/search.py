@@ -100,8 +100,11 @@ def build_profile(st: ServiceTimes, group_sizes: list[int] | None = None) -> Sto
                          build_ms=(time.perf_counter() - t0) * 1e3)
 
 
-def max_banks(profile: StoredProfile, g: int) -> int:
-    return max(2, -(-profile.experts // g))
+def max_banks(profile: StoredProfile, g: int, arena_budget_B: int | None = None) -> int:
+    """The most banks of ``g`` experts worth having (enough for every expert, at least 2), and
+    no more than ``arena_budget_B`` holds (then possibly fewer than 2)."""
+    most = max(2, -(-profile.experts // g))
+    return most if arena_budget_B is None else min(most, arena_budget_B // (g * profile.st.expert_B))
 
 
 def _depths(b: int, queue_depth: int | None) -> Iterable[int]:
@@ -206,9 +209,7 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = 
     fastest: int | None = None
     evaluated, curve = 0, {}
     for g in sorted(profile.inputs, key=lambda g: (profile.lower_ns[(g, gate)], g)):
-        b_fit = max_banks(profile, g)
-        if arena_budget_B is not None:
-            b_fit = min(b_fit, arena_budget_B // (g * profile.st.expert_B))
+        b_fit = max_banks(profile, g, arena_budget_B)
         if b_fit < 2:
             continue
         bound = profile.lower_ns[(g, gate)]
@@ -216,10 +217,8 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = 
             break
         floor = None
         if fastest is not None and bound >= fastest:     # no later G is faster: the limit is final
-            lead = near_tie_choice(found, profile.held_experts, tolerance)
-            floor = _Floor(tie_limit_ns(fastest, tolerance), profile.held_experts(lead))
-            top = profile.held_experts(StreamSetting(g, b_fit, 1))
-            if top < floor.held or (top == floor.held and bound > found[lead]):
+            floor = _final_floor(profile, found, fastest, tolerance, StreamSetting(g, b_fit, 1), bound)
+            if floor is None:
                 continue                                 # even its largest arena loses to the lead
         mine, n = _evaluate_g(profile, g, b_fit, gate, queue_depth, floor)
         evaluated += n
@@ -232,6 +231,18 @@ def select(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch = 
     cfg = near_tie_choice(found, profile.held_experts, tolerance)
     return Choice(config=cfg, ttft_ns=found[cfg], fastest_ttft_ns=fastest, evaluated=evaluated,
                   selection_ms=(time.perf_counter() - t0) * 1e3, per_group_size=curve)
+
+
+def _final_floor(profile: StoredProfile, found: dict[StreamSetting, int], fastest: int, tolerance: float,
+                 largest: StreamSetting, bound: int) -> _Floor | None:
+    """Once no later G can be faster: the near-tie limit and the lead's held experts, that a G
+    must reach to win; None when even ``largest`` (its largest arena) loses to the lead."""
+    lead = near_tie_choice(found, profile.held_experts, tolerance)
+    floor = _Floor(tie_limit_ns(fastest, tolerance), profile.held_experts(lead))
+    top = profile.held_experts(largest)
+    if top < floor.held or (top == floor.held and bound > found[lead]):
+        return None
+    return floor
 
 
 def _select_fixed(profile: StoredProfile, arena_budget_B: int | None, gate: Prefetch, group_size: int | None,

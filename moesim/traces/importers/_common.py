@@ -20,8 +20,8 @@ from moesim.inputs import open_input
 from moesim.traces.paths import shared_traces_dir
 from moesim.traces.trace import RoutingTrace, SegmentInfo, TraceMeta, check_routing
 
-__all__ = ["ImportReport", "ReportBuilder", "Segment", "Provenance", "read_jsonl", "read_jsonl_head", "check_topk",
-           "check_weights", "build_trace", "as_int", "shown"]
+__all__ = ["ImportReport", "ReportBuilder", "Segment", "Provenance", "source_files", "read_jsonl", "read_jsonl_head",
+           "check_topk", "check_weights", "build_trace", "as_int", "shown"]
 
 
 class ImportReport(Frozen):
@@ -102,6 +102,17 @@ def shown(path: Path) -> str:
         return path.resolve().relative_to(shared_traces_dir().resolve()).as_posix()
     except ValueError:
         return str(path)
+
+
+def source_files(src: Path, pattern: str, what: str) -> list[Path]:
+    """The files a trace is read from: ``src`` itself, or the files of the folder ``src`` that match
+    ``pattern`` in name order (a folder with none of them is refused as not containing ``what``)."""
+    if not src.is_dir():
+        return [src]
+    files = sorted(p for p in src.glob(pattern) if p.is_file())
+    if not files:
+        raise InputError("folder", f"must contain {what}", str(src))
+    return files
 
 
 def read_jsonl(path: Path, report: ReportBuilder | None = None) -> Iterator[tuple[int, Any]]:

@@ -27,6 +27,7 @@ from moesim.traces.importers._common import (
     build_trace,
     check_topk,
     read_jsonl_head,
+    source_files,
 )
 from moesim.traces.trace import DECODE, RoutingTrace
 
@@ -138,18 +139,9 @@ def _check_nested(inner: _File, outer: _File) -> None:
                          outer.experts[t, layer].tolist(), source=f"{outer.path}:{outer.first_line[t]}")
 
 
-def _files(src: Path) -> list[Path]:
-    if src.is_dir():
-        files = sorted(p for p in src.glob("*.jsonl") if p.is_file())
-        if not files:
-            raise InputError("folder", "must contain .jsonl files", str(src))
-        return files
-    return [src]
-
-
 def import_gnf4(src: Path, model: ModelSpec) -> RoutingTrace:
     report = ReportBuilder(format="gnf4", model=model)
-    files = [_read_file(p, model, report) for p in _files(src)]
+    files = [_read_file(p, model, report) for p in source_files(src, "*.jsonl", ".jsonl files")]
     report.files = [str(f.path) for f in files]
     model_names = sorted({f.model_name for f in files})
     if len(model_names) > 1:

@@ -32,6 +32,7 @@ from moesim.traces.importers._common import (
     check_topk,
     check_weights,
     read_jsonl,
+    source_files,
 )
 from moesim.traces.trace import DECODE, PREFILL, RoutingTrace
 
@@ -162,19 +163,10 @@ def _read_raw(path: Path, recs: list[tuple[int, str, int, Rec]], model: ModelSpe
     return segs
 
 
-def _files(src: Path) -> list[Path]:
-    if src.is_dir():
-        files = sorted(p for p in src.glob("*_routing.jsonl") if p.is_file())
-        if not files:
-            raise InputError("folder", "must contain *_routing.jsonl files", str(src))
-        return files
-    return [src]
-
-
 def import_mixtral(src: Path, model: ModelSpec) -> RoutingTrace:
     report = ReportBuilder(format="mixtral-jsonl", model=model)
     segs: list[Segment] = []
-    for path in _files(src):
+    for path in source_files(src, "*_routing.jsonl", "*_routing.jsonl files"):
         report.files.append(str(path))
         parsed = []
         for lineno, obj in read_jsonl(path):

@@ -32,6 +32,7 @@ from moesim.traces.importers._common import (
     check_topk,
     check_weights,
     read_jsonl_head,
+    source_files,
 )
 from moesim.traces.trace import DECODE, PREFILL, RoutingTrace
 
@@ -107,9 +108,7 @@ def _classify(sizes: list[int], degenerate: list[bool], src: Path) -> tuple[int,
 
 def import_vllm_logger(src: Path, model: ModelSpec) -> RoutingTrace:
     report = ReportBuilder(format="vllm-logger", model=model)
-    paths = sorted(src.glob("moe_layer*.jsonl")) if src.is_dir() else [src]
-    if not paths:
-        raise InputError("folder", "must contain moe_layer*.jsonl files", str(src))
+    paths = source_files(src, "moe_layer*.jsonl", "moe_layer*.jsonl files")
     logs = sorted((_read(p, model, report) for p in paths), key=lambda g: g.layer)
     report.files = [str(g.path) for g in logs]
     _check_aligned(logs, src)

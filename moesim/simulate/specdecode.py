@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from moesim.config.catalog import load_model
 from moesim.config.device import GPUServerProfile
@@ -27,16 +26,10 @@ from moesim.config.specdecode import (
     SpecDecodeRun,
     default_predictor,
 )
-from moesim.cost.draft import draft_time_estimate, mtp_draft_time
 from moesim.cost.verify import (
     VerifyParams,
-    ar_busiest,
-    ar_time,
     comm_time,
-    forward_bytes,
-    forward_time,
     hidden_by_host,
-    runtime_time,
     verify_params,
 )
 from moesim.errors import InputError
@@ -56,6 +49,7 @@ from moesim.results import (
     run_config,
     saved_run,
 )
+from moesim.simulate.specdecode_price import DEFAULT_PRED_S, PUBLISHED_DRAFT_S, Priced, price
 from moesim.traces.provenance import ReplayProvenance
 from moesim.traces.sources import SYNTHETIC_TOKENS, context_lengths, decode_runs, resolve_trace
 from moesim.traces.trace import RoutingTrace
@@ -65,13 +59,6 @@ from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, ReplayStats,
 __all__ = ["SpecDecodeResult", "simulate_specdecode", "gamma_sweep", "GammaRow", "resolve_trace",
            "draft_at_temperature", "PUBLISHED_DRAFT_S", "DEFAULT_PRED_S", "SYNTHETIC_TOKENS", "Replayed", "replay_run",
            "decode_runs", "resolve_predictor"]
-
-#: EAGLE-3 draft time per step (3 draft steps) in the EcoSpec Transformers prototype on 8x H200
-#: (BRIEF.md section 6); used for ``transformers-loop`` runtimes, scaled by depth / 3.
-PUBLISHED_DRAFT_S = {"gpt-oss-120b": 0.035, "qwen3-235b-a22b": 0.008}
-#: EcoSpec's expert predictor: "about 4 ms per step" (BRIEF.md section 2).
-DEFAULT_PRED_S = 0.004
-
 
 def resolve_predictor(run: SpecDecodeRun, trace: RoutingTrace,
                       ) -> tuple[OraclePredictor | AccuracyPredictor | LearnedPredictor, PredictorChoice]:
@@ -97,34 +84,6 @@ def _predictor(run: SpecDecodeRun, pred: OraclePredictor | AccuracyPredictor | L
         return build_predictor("accuracy", experts, bounds, token_ids, n_exp, run.tree.depth + 1, rng,
                                fraction=pred.fraction)
     return build_predictor("oracle", experts, bounds, token_ids, n_exp, run.tree.depth + 1, rng)
-
-
-def _draft_s(run: SpecDecodeRun, profile: GPUServerProfile, params: VerifyParams) -> tuple[float, str]:
-    if run.gamma == 1:
-        return 0.0, "none: gamma 1 verifies no draft"
-    if run.t_draft_ms is not None:
-        return run.t_draft_ms / 1e3, "given"
-    shape = tree_shape(run.tree.depth, run.tree.width)
-    if run.drafter == "mtp":   # a step runs the module over the nodes it expands
-        where = "" if params.path is None else f" on the {params.path.name} path"
-        return (mtp_draft_time(params, shape.expanded),
-                f"estimated: per draft step the MTP module (one decoder layer, attention + MoE) + the shared LM head"
-                f"{where}, over the step's expanded nodes")
-    if run.model in PUBLISHED_DRAFT_S and profile.runtime.kind == "transformers-loop":
-        return PUBLISHED_DRAFT_S[run.model] * run.tree.depth / 3, "paper: EAGLE-3 draft time (BRIEF.md section 6)"
-    tokens = tuple(e * run.tree.width for e in shape.expanded)
-    return (draft_time_estimate(params, run.tree.depth, tokens),
-            "estimated: one decoder layer + LM head per draft step over that step's tokens")
-
-
-def _pred_s(run: SpecDecodeRun) -> tuple[float, str]:
-    if run.gamma == 1:
-        return 0.0, "none: gamma 1 verifies no draft"
-    if run.selector == "confidence":
-        return 0.0, "none: confidence selection needs no predictor"
-    if run.t_pred_ms is not None:
-        return run.t_pred_ms / 1e3, "given"
-    return DEFAULT_PRED_S, "paper: about 4 ms per step (BRIEF.md section 2)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,24 +138,30 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
     wall0 = time.perf_counter()
     model = load_model(run.model)
     device = gpu_profile(profile if profile is not None else run.device, run.overrides)
-    width, (tp, ep) = device.weight_gpus(), device.parallel_layout()
+    width = device.weight_gpus()
     capacity = width * device.gpu.hbm_capacity_GiB * GiB
     if model.total_weight_bytes() > capacity:
         raise InputError("model", f"must fit the {capacity / GiB:.0f} GiB of HBM of {width} GPUs of {device.name}",
                          model.name)
     params = verify_params(device, model)
     _overrides_used(run, device, params)
-    rep = replay_run(run, trace, ep)
-    priced = _price(run, device, params, rep.stats)
+    rep = replay_run(run, trace, device.parallel_layout()[1])
+    priced = price(run, device, params, rep.stats)
+    return SpecDecodeResult(_metrics(run, device, params, rep, priced, time.perf_counter() - wall0), priced.frame)
+
+
+def _metrics(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams, rep: Replayed, priced: Priced,
+             wall: float) -> SpecDecodeMetrics:
+    """The run's metrics record (docs/specdecode.md, "Metrics") with its whole configuration."""
+    tp, ep = device.parallel_layout()
     hidden = hidden_by_host(params, priced.mean_active_experts * params.n_moe_layers, priced.mean_verified_tokens)
-    wall = time.perf_counter() - wall0
     config = SpecDecodeConfig(
         **run_config("specdecode", run, device.name, profile_hash(device)), trace=rep.trace, run=saved_run(run),
         selector=run.selector, gamma=run.gamma, epsilon=run.epsilon, passes=run.passes, tree=run.tree,
         draft=run.draft, drafter=run.drafter, requests=run.requests, routing=run.routing, predictor=rep.choice,
         t_draft_ms=run.t_draft_ms, t_pred_ms=run.t_pred_ms)
     scale, t_src = draft_at_temperature(run.draft, run.model, run.temperature, run.drafter)
-    metrics = SpecDecodeMetrics(
+    return SpecDecodeMetrics(
         batch_size=run.batch_size, temperature=run.temperature, acceptance_scale=scale.acceptance_scale,
         mean_active_experts=priced.mean_active_experts, acceptance_length=priced.acceptance_length,
         hbm_bytes_per_step=priced.hbm_bytes_per_step,
@@ -216,7 +181,6 @@ def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *
         parallel={"tensor_parallel": tp, "expert_parallel": ep,
                   "moe_all_to_all": device.runtime.moe_all_to_all_count or 0},
         notes=_notes(run, params, hidden))
-    return SpecDecodeResult(metrics, priced.frame)
 
 
 #: the runtime numbers of each form: the generic one, and a code path's
@@ -251,69 +215,6 @@ def _notes(run: SpecDecodeRun, params: VerifyParams, hidden: bool) -> list[str]:
              if run.selector != "confidence" else "cost-aware selection cannot save verification time here")
     return [f"{run.model} runs the {params.path.name} path on this runtime: {what}, so T_verify does not depend on "
             f"the union of experts (E); {saves}"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Priced:
-    """Every verification step priced on the device (docs/specdecode.md defines each number)."""
-
-    mean_active_experts: float
-    acceptance_length: float
-    hbm_bytes_per_step: float
-    t_draft_s: float
-    t_pred_s: float
-    t_verify_s: float
-    t_step_s: float
-    tokens_per_s: float
-    speedup_vs_ar: float
-    rho: float
-    steps: int
-    predictor_accuracy: float | None
-    per_layer_active_experts: list[float]
-    t_verify_runtime_s: float
-    mean_verified_tokens: float
-    ar: dict[str, float]
-    draft_source: str
-    pred_source: str
-    frame: pd.DataFrame
-
-
-def _price(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams, stats: ReplayStats) -> _Priced:
-    total = stats.active.sum(axis=1).astype(np.float64)
-    context = (stats.context if stats.context is not None else np.zeros_like(stats.accepted)).astype(np.float64)
-    busiest = None if stats.busiest is None else stats.busiest.sum(axis=1).astype(np.float64)
-    t_verify = np.asarray(forward_time(params, total, stats.verified, context, busiest), dtype=np.float64)
-    hbm = np.asarray(forward_bytes(params, total), dtype=np.float64) + context * params.kv_bytes_per_token
-    t_draft, draft_src = _draft_s(run, device, params)
-    t_pred, pred_src = _pred_s(run)
-    t_step = t_draft + t_pred + t_verify
-    lanes = stats.lanes if stats.lanes is not None else np.ones_like(stats.accepted)
-    tokens = stats.accepted + lanes
-    t_ar = ar_time(params, float(context.sum() / lanes.sum()), ar_busiest(params))   # a request's mean context
-    tps = float(tokens.sum() / t_step.sum())
-    if stats.ar_active is not None and stats.ar_lanes is not None:   # plain decoding at the same batch
-        ar_busy = None if stats.ar_busiest is None else stats.ar_busiest.sum(axis=1).astype(np.float64)
-        t_ar_steps = np.asarray(forward_time(params, stats.ar_active.sum(axis=1).astype(np.float64), stats.ar_lanes,
-                                             np.asarray(stats.ar_context, dtype=np.float64), ar_busy), dtype=np.float64)
-        ar_tps, t_ar_step = float(stats.ar_lanes.sum() / t_ar_steps.sum()), float(t_ar_steps.mean())
-        ar_active = float(stats.ar_active.mean())
-    else:
-        ar_tps, t_ar_step, ar_active = 1.0 / t_ar, t_ar, float(params.top_k)
-    frame = pd.DataFrame({"step": np.arange(len(tokens)), "accepted": stats.accepted, "verified": stats.verified,
-                          "active_experts": total.astype(np.int64), "hbm_bytes": hbm, "t_verify_s": t_verify})
-    return _Priced(
-        mean_active_experts=float(stats.active.mean()), acceptance_length=float(tokens.sum() / lanes.sum()),
-        hbm_bytes_per_step=float(hbm.mean()), t_draft_s=t_draft, t_pred_s=t_pred,
-        t_verify_s=float(t_verify.mean()), t_step_s=float(t_step.mean()), tokens_per_s=tps,
-        speedup_vs_ar=tps / ar_tps, rho=t_ar_step / float(t_verify.mean()), steps=int(len(tokens)),
-        predictor_accuracy=stats.predicted_hits / stats.predicted_slots if stats.predicted_slots else None,
-        per_layer_active_experts=stats.active.mean(axis=0).round(6).tolist(),
-        t_verify_runtime_s=float(np.mean(runtime_time(params, total))),
-        mean_verified_tokens=float(stats.verified.mean()),
-        ar={"t_token_s": t_ar, "tokens_per_s": ar_tps, "t_step_s": t_ar_step, "mean_active_experts": ar_active,
-            "t_comm_s": float(comm_time(params, 1)),
-            "hbm_bytes_per_token": float(forward_bytes(params, float(params.n_moe_layers * params.top_k)))},
-        draft_source=draft_src, pred_source=pred_src, frame=frame)
 
 
 #: the headline metrics of a gamma sweep's rows (fields of SpecDecodeMetrics)

@@ -192,12 +192,15 @@ def _batch_curve_cases() -> list[Case]:
     return out
 
 
-def gpu_device_cases() -> list[Case]:
-    def rate(s: float) -> float:
-        return 2049.0 / s / 2048.0
-    cases = [
+def _rate(s: float) -> float:
+    return 2049.0 / s / 2048.0
+
+
+def _h20_h100_cases() -> list[Case]:
+    """The H20 rows (Transformers loop and SGLang) and the H100 vLLM rows."""
+    return [
         # --- H20, Transformers loop (h20x8-hf) ---
-        Case(name="gpu/h20x8-hf-qwen3-30b-a3b-s-per-token", reference=rate(1.89),
+        Case(name="gpu/h20x8-hf-qwen3-30b-a3b-s-per-token", reference=_rate(1.89),
              source=f"{QWEN_BENCH}: Qwen3-30B-A3B BF16, Transformers 4.51.3, 1x H20: 1.89 tokens/s "
                     "(= 0.529 s per token)", tolerance=_TOL, tolerance_kind="relative", unit="s", fitted_to=False,
              predict=lambda: decode_s_per_token("h20x8-hf", "qwen3-30b-a3b"), expect="miss", why=_HF_LOOP_WHY),
@@ -208,7 +211,7 @@ def gpu_device_cases() -> list[Case]:
              unit="s", fitted_to=False, predict=lambda: decode_s_per_token("h20x8-hf", "qwen3-30b-a3b"),
              expect="miss", why=_HF_LOOP_WHY),
         # --- H20, fused engine (h20x8-fused vs SGLang 0.4.6.post1) ---
-        Case(name="gpu/h20x8-fused-qwen3-30b-a3b-1gpu-s-per-token", reference=rate(137.18),
+        Case(name="gpu/h20x8-fused-qwen3-30b-a3b-1gpu-s-per-token", reference=_rate(137.18),
              source=f"{QWEN_BENCH}: Qwen3-30B-A3B BF16, SGLang 0.4.6.post1, 1x H20: 137.18 tokens/s "
                     "(= 7.29 ms per token)", tolerance=_TOL, tolerance_kind="relative", unit="s", fitted_to=False,
              predict=lambda: decode_s_per_token("h20x8-fused", "qwen3-30b-a3b", gpus=1), expect="miss",
@@ -216,7 +219,7 @@ def gpu_device_cases() -> list[Case]:
                  "runtime (39 us a layer, 1 ms a step: fitted on TensorRT-LLM 1.3 in aiconfigurator's H200 "
                  "database, validation/fit_fused_batch.py) is below SGLang 0.4.6's batch-1 overheads on this "
                  "GPU; kept, not tuned (docs/specdecode.md, 'Production engines')"),
-        Case(name="gpu/h20x8-fused-qwen3-235b-a22b-tp8-s-per-token", reference=rate(74.50),
+        Case(name="gpu/h20x8-fused-qwen3-235b-a22b-tp8-s-per-token", reference=_rate(74.50),
              source=f"{QWEN_BENCH}: Qwen3-235B-A22B BF16, SGLang 0.4.6.post1, 8x H20 TP=8: 74.50 tokens/s "
                     "(= 13.4 ms per token)", tolerance=_TOL, tolerance_kind="relative", unit="s", fitted_to=False,
              predict=lambda: decode_s_per_token("h20x8-fused", "qwen3-235b-a22b"), expect="miss",
@@ -236,6 +239,9 @@ def gpu_device_cases() -> list[Case]:
              tolerance_kind="relative", unit="s", fitted_to=False,
              predict=lambda: batch_s_per_token("h100x8-fused", "gpt-oss-120b", 4)),
     ]
+
+
+def _b200_cases() -> list[Case]:
     # --- B200, fused engine (b200x8-fused vs TensorRT-LLM) ---
     why_fixed = ("the blog's B200 step (111 TPS/user, 9.0 ms a token, early-2025 TensorRT-LLM) is slower than "
                  "aiconfigurator's 6.9 ms for DeepSeek-V3 FP8 on 8 H200 with TensorRT-LLM 1.3; the fused what-if's "
@@ -244,7 +250,7 @@ def gpu_device_cases() -> list[Case]:
                  "land closer partly by compensation: moesim's draft estimate charges each draft forward the full "
                  "1 ms step cost, which a CUDA-graphed engine step does not pay (docs/specdecode.md, 'Production "
                  "engines')")
-    cases += [
+    return [
         Case(name="gpu/b200x8-fused-deepseek-r1-nvfp4-ar-tokens-per-s", reference=111.0,
              source=f"{TRTLLM_BLOG1}: without MTP 111 TPS/user", tolerance=_TOL, tolerance_kind="relative",
              unit="tok/s", fitted_to=False,
@@ -262,6 +268,10 @@ def gpu_device_cases() -> list[Case]:
              predict=lambda: mtp_tokens_per_s("b200x8-fused", deepseek_r1_nvfp4(), 3, 2.82), expect="miss",
              why=why_fixed),
     ]
+
+
+def _aiconfigurator_cases() -> list[Case]:
+    cases: list[Case] = []
     # --- H200, fused engine vs aiconfigurator's TensorRT-LLM database (an estimate built from measured kernels) ---
     for (model, gpus), aic_ms in AIC_TPOT_MS.items():
         if gpus == 8:
@@ -280,7 +290,11 @@ def gpu_device_cases() -> list[Case]:
                        f"{aic_ms} ms on {gpus} GPUs / {AIC_TPOT_MS[(model, fewer)]} ms on {fewer} = {ratio:.3f} "
                        "(the weight reads halve, the collectives grow)", tolerance=_TOL, tolerance_kind="relative",
                 unit="ratio", fitted_to=False, predict=_ar_ratio("h200x8-fused", model, gpus, fewer)))
-    cases += _batch_curve_cases()
+    return cases
+
+
+def _bandwidth_cases() -> list[Case]:
+    cases: list[Case] = []
     # --- H100, weight-streaming bandwidth of the runtime (the hf form copies the H200 fit's 0.685, fused 0.88) ---
     def bw(device: str) -> Callable[[], float]:
         return lambda: effective_bw_TBps(device)
@@ -295,3 +309,9 @@ def gpu_device_cases() -> list[Case]:
                           tolerance_kind="relative", unit="TB/s", fitted_to=False,
                           predict=bw(device), expect=expect))
     return cases
+
+
+def gpu_device_cases() -> list[Case]:
+    """Every held-out GPU case: published engine figures, aiconfigurator's database, HBM streaming."""
+    return [*_h20_h100_cases(), *_b200_cases(), *_aiconfigurator_cases(), *_batch_curve_cases(),
+            *_bandwidth_cases()]

@@ -58,7 +58,7 @@ from moesim.workloads.specdecode import ReplayInputs, ReplayPolicy, ReplayStats,
 
 __all__ = ["SpecDecodeResult", "simulate_specdecode", "gamma_sweep", "GammaRow", "resolve_trace",
            "draft_at_temperature", "PUBLISHED_DRAFT_S", "DEFAULT_PRED_S", "SYNTHETIC_TOKENS", "Replayed", "replay_run",
-           "decode_runs", "resolve_predictor"]
+           "decode_runs", "resolve_predictor", "SpecDecodePlan", "plan_specdecode", "replay_specdecode"]
 
 def resolve_predictor(run: SpecDecodeRun, trace: RoutingTrace,
                       ) -> tuple[OraclePredictor | AccuracyPredictor | LearnedPredictor, PredictorChoice]:
@@ -96,38 +96,67 @@ class Replayed:
     trace: ReplayProvenance
 
 
-def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None, groups: int = 1) -> Replayed:
-    """Resolve the trace and predictor of ``run`` and replay it (no device needed; ``groups``: the
-    expert-parallel groups of the device, whose busiest group's experts are recorded too)."""
+@dataclass(frozen=True, kw_only=True)
+class SpecDecodePlan:
+    """A run resolved, before any draw: the packed trace and its requests, the predictor built for
+    the rule, the step settings and replay policy, and the seed of the replay's draws."""
+
+    inputs: ReplayInputs
+    policy: ReplayPolicy
+    choice: PredictorChoice
+    predictor: PredictorUse
+    trace: ReplayProvenance
+    replay_seed: np.random.SeedSequence
+
+
+def plan_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, groups: int = 1) -> SpecDecodePlan:
+    """Resolve the trace and predictor of ``run`` (no device needed; ``groups``: the device's
+    expert-parallel groups, whose busiest group's experts the replay records too)."""
     model = load_model(run.model)
     trace = resolve_trace(run, model, trace)
     keep, bounds = decode_runs(trace, run.requests)
     experts, n_exp = trace.experts[keep], model.moe.num_routed_experts
-    token_ids = None if trace.token_ids is None else trace.token_ids[keep]
     # two independent streams: the replay's draws do not depend on which predictor is used
     replay_seed, predictor_seed = np.random.SeedSequence(run.seed).spawn(2)
-    predict: PredictFn | None = None
     pred, choice = resolve_predictor(run, trace)
-    use = PredictorUse(kind=pred.kind, used=False, default=choice.default, source=choice.source)
-    if run.selector != "confidence" and run.gamma > 1:
-        predict, built = _predictor(run, pred, experts, bounds, token_ids, n_exp,
-                                    np.random.default_rng(predictor_seed))
-        use = PredictorUse(kind=built.kind, used=True, default=choice.default, source=choice.source,
-                           fraction=built.fraction, folds=built.folds, uses_token_ids=built.uses_token_ids,
-                           heldout_accuracy_by_lag=None if built.heldout_accuracy_by_lag is None
-                           else list(built.heldout_accuracy_by_lag))
-    phase("replaying the draft trees")
+    predict, use = _predictor_use(run, pred, choice, experts, bounds,
+                                  None if trace.token_ids is None else trace.token_ids[keep], n_exp, predictor_seed)
     inputs = ReplayInputs(StepInputs(pack_sets(experts, n_exp), predict, model.num_moe_layers, model.moe.top_k),
                           bounds, context_lengths(trace, keep), n_exp)
     step = StepSettings(selector=run.selector, gamma=run.gamma, epsilon=run.epsilon,
                         shape=tree_shape(run.tree.depth, run.tree.width),
                         draft=draft_at_temperature(run.draft, model.name, run.temperature, run.drafter)[0],
                         routing=run.routing)
-    policy = ReplayPolicy(step, run.passes, run.batch_size, groups)
     provenance = ReplayProvenance(source=trace.meta.source, synthetic=bool(trace.meta.synthetic),
                                   decode_tokens=int(len(keep)), requests=len(bounds))
-    return Replayed(stats=replay(inputs, policy, np.random.default_rng(replay_seed)), choice=choice, predictor=use,
-                    trace=provenance)
+    return SpecDecodePlan(inputs=inputs, policy=ReplayPolicy(step, run.passes, run.batch_size, groups),
+                          choice=choice, predictor=use, trace=provenance, replay_seed=replay_seed)
+
+
+def _predictor_use(run: SpecDecodeRun, pred: OraclePredictor | AccuracyPredictor | LearnedPredictor,
+                   choice: PredictorChoice, experts: npt.NDArray[np.int16], bounds: tuple[tuple[int, int], ...],
+                   token_ids: npt.NDArray[np.int32] | None, n_exp: int,
+                   seed: np.random.SeedSequence) -> tuple[PredictFn | None, PredictorUse]:
+    """The predictor the rule reads (None: confidence selection, or gamma 1) and the record of it."""
+    if run.selector == "confidence" or run.gamma <= 1:
+        return None, PredictorUse(kind=pred.kind, used=False, default=choice.default, source=choice.source)
+    predict, built = _predictor(run, pred, experts, bounds, token_ids, n_exp, np.random.default_rng(seed))
+    return predict, PredictorUse(kind=built.kind, used=True, default=choice.default, source=choice.source,
+                                 fraction=built.fraction, folds=built.folds, uses_token_ids=built.uses_token_ids,
+                                 heldout_accuracy_by_lag=None if built.heldout_accuracy_by_lag is None
+                                 else list(built.heldout_accuracy_by_lag))
+
+
+def replay_specdecode(plan: SpecDecodePlan) -> Replayed:
+    """Replay a plan's draft trees (its own seeded draws: the same plan replays the same)."""
+    phase("replaying the draft trees")
+    return Replayed(stats=replay(plan.inputs, plan.policy, np.random.default_rng(plan.replay_seed)),
+                    choice=plan.choice, predictor=plan.predictor, trace=plan.trace)
+
+
+def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None, groups: int = 1) -> Replayed:
+    """Plan and replay ``run`` (no device needed): :func:`plan_specdecode`, then :func:`replay_specdecode`."""
+    return replay_specdecode(plan_specdecode(run, trace, groups))
 
 
 def simulate_specdecode(run: SpecDecodeRun, trace: RoutingTrace | None = None, *,

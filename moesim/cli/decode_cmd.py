@@ -79,7 +79,7 @@ def _default(name: str) -> Any:
     return field_default(DecodeRun, name)
 
 
-def decode_run_data(**opts: Any) -> dict[str, Any]:
+def decode_run_data(**opts: Any) -> dict[str, object]:
     """CLI option values (DecodeRun's flat parameters, ``draft_routing`` its routing, ``overrides`` the
     ``--set`` items; None: not given) -> DecodeRun data."""
     flat = {("routing" if k == "draft_routing" else k): v for k, v in opts.items() if k != "overrides"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -249,7 +250,7 @@ def _autoconfig(run: DecodeRun, budget: float | None, autoconfig: bool, check: b
     show_decode(result.metrics, False)
 
 
-def _setting(s: dict[str, Any]) -> str:
+def _setting(s: Mapping[str, object]) -> str:
     """``lfu cache, prefetch none, selector cache-aware (gamma 3)``: gamma only where there is speculation."""
     return (f"{s['cache_policy']} cache, prefetch {s['prefetch']}, selector {s['selector']}"
             + (f" (gamma {s['gamma']})" if s["selector"] != "none" else ""))

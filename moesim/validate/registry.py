@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from moesim.errors import MoesimError, ToolMissingError
+from moesim.typing_ import JSONValue
 
 __all__ = ["Case", "CaseResult", "Expect", "Status", "evaluate", "iter_results", "run_cases", "group_of"]
 
@@ -87,8 +88,8 @@ class CaseResult:
             return f"{self.low:.4g}-{self.high:.4g}"
         return f"{self.reference:.4g}"
 
-    def to_dict(self) -> dict[str, Any]:
-        ref: dict[str, Any] = {"value": self.reference, "source": self.source}
+    def to_dict(self) -> dict[str, JSONValue]:
+        ref: dict[str, JSONValue] = {"value": self.reference, "source": self.source}
         if self.tolerance_kind == "range":
             ref.update({"low": self.low, "high": self.high})
         return {"name": self.name, "reference": ref,

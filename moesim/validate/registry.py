@@ -17,17 +17,24 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from moesim.errors import MoesimError, ToolMissingError
 from moesim.typing_ import JSONValue
 
-__all__ = ["Case", "CaseResult", "Expect", "Status", "evaluate", "iter_results", "run_cases", "group_of"]
+__all__ = ["Case", "CaseResult", "Expect", "Expectation", "Status", "evaluate", "iter_results", "run_cases", "group_of"]
 
 #: what a case is recorded to do: pass, miss its figure (known and explained), or either (timed here)
 Expect = Literal["pass", "miss", "varies"]
 #: a result against its record; "regression" and "error" make ``moesim validate`` exit 1
 Status = Literal["pass", "now passes", "known miss", "regression", "error", "skipped"]
+
+
+class Expectation(TypedDict, total=False):
+    """A case's ``expect`` and ``why`` where they are not a plain pass (``Case(..., **expectation)``)."""
+
+    expect: Expect
+    why: str
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,7 +7,7 @@ the UFS queue) happen when the run is resolved, with the same one-line errors.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Literal, get_args
 
 from pydantic import Field, PositiveInt
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from moesim.errors import InputError
+from moesim.typing_ import TOMLValue
 
 __all__ = ["Kind", "MAX_BYTES", "MAX_DEPTH", "open_input", "read_input", "read_input_text", "check_input",
            "parse_json", "parse_toml", "check_depth", "is_dir", "exists", "is_regular"]
@@ -213,7 +214,7 @@ def parse_json(data: bytes | str, flag: str, source: str | None = None, what: st
     return obj
 
 
-def parse_toml(text: str, flag: str, source: str | None = None) -> dict[str, Any]:
+def parse_toml(text: str, flag: str, source: str | None = None) -> dict[str, TOMLValue]:
     """``text`` parsed as TOML, with the nesting and number limits of :func:`parse_json`."""
     try:
         data = tomllib.loads(text)

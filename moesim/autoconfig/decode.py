@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
@@ -29,7 +29,8 @@ from moesim.policies.decode.memory import decode_memory, expert_bytes, smallest_
 from moesim.simulate.decode import simulate_decode
 from moesim.units import GiB
 
-__all__ = ["GAMMAS", "CACHE_FRACTIONS", "SEARCHED_POLICIES", "DecodeChoice", "candidates", "cache_left_gib",
+__all__ = ["GAMMAS", "CACHE_FRACTIONS", "SEARCHED_POLICIES", "DecodeChoice", "Setting", "ScreenedSetting",
+           "SimulatedSetting", "candidates", "cache_left_gib",
            "policies_for", "choose", "exhaustive"]
 
 GAMMAS = (2, 3, 4, 6)
@@ -38,19 +39,43 @@ CACHE_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 SEARCHED_POLICIES = ("lru", "lfu", "pinned")
 
 
+class Setting(TypedDict):
+    """One point of the search space: a cache policy, a prefetch, a speculation selector and its gamma."""
+
+    cache_policy: str
+    prefetch: str
+    selector: str
+    gamma: int
+
+
+class ScreenedSetting(Setting):
+    """A setting as :func:`choose` tried it: tokens/s on the short screen, and on the full run
+    (None: screened out)."""
+
+    screened_tokens_per_s: float
+    tokens_per_s: float | None
+
+
+class SimulatedSetting(Setting):
+    """A setting at one cache size, simulated on the full run (:func:`exhaustive`)."""
+
+    cache_GiB: float | None
+    tokens_per_s: float
+
+
 @dataclass(frozen=True, kw_only=True)
 class DecodeChoice:
     run: DecodeRun
     tokens_per_s: float
     simulations: int
     seconds: float
-    table: tuple[dict[str, Any], ...]     # every candidate: its settings and screened / full tokens/s
+    table: tuple[ScreenedSetting, ...]     # every candidate: its settings and screened / full tokens/s
 
 
-def candidates(policies: tuple[str, ...] = ("lru",)) -> list[dict[str, Any]]:
+def candidates(policies: tuple[str, ...] = ("lru",)) -> list[Setting]:
     """Every (cache policy, prefetch, speculation, gamma) setting of the space (no prefetch
     into a ``resident`` or ``none`` cache: there is nothing to read into)."""
-    out: list[dict[str, Any]] = []
+    out: list[Setting] = []
     for policy in policies:
         for prefetch in ("none", "next-layer"):
             if prefetch != "none" and policy in ("none", "resident"):
@@ -93,7 +118,7 @@ def cache_left_gib(run: DecodeRun, budget_gib: float) -> float:
     return left
 
 
-def _with(base: DecodeRun, setting: dict[str, Any], budget_gib: float, fraction: float = 1.0,
+def _with(base: DecodeRun, setting: Setting, budget_gib: float, fraction: float = 1.0,
           tokens: int | None = None) -> DecodeRun:
     run = base.model_copy(update={"cache_policy": "lru", **setting, "cache_GiB": None,
                                   **({"tokens": tokens, "warmup_tokens": min(base.warmup_tokens, tokens)}
@@ -108,7 +133,7 @@ def _with(base: DecodeRun, setting: dict[str, Any], budget_gib: float, fraction:
     return DecodeRun.model_validate({**run.model_dump(), "cache_GiB": min(left * fraction, _all_experts_gib(run))})
 
 
-def _fitting(base: DecodeRun, budget_gib: float, policies: tuple[str, ...]) -> list[dict[str, Any]]:
+def _fitting(base: DecodeRun, budget_gib: float, policies: tuple[str, ...]) -> list[Setting]:
     """The settings of ``policies`` that fit the budget: resident only where it fits with that
     setting's draft and activations (the other policies' errors are the budget's)."""
     out = []
@@ -133,13 +158,13 @@ def choose(base: DecodeRun, budget_gib: float, screen_tokens: int = 16, keep: in
     order = sorted(range(len(settings)), key=lambda i: (-screened[i], i))[:keep]
     full = {i: simulate_decode(runs[i]).metrics.tokens_per_s for i in order}
     best = max(order, key=lambda i: (full[i], -i))
-    table = tuple({**settings[i], "screened_tokens_per_s": screened[i], "tokens_per_s": full.get(i)}
+    table = tuple(ScreenedSetting(**settings[i], screened_tokens_per_s=screened[i], tokens_per_s=full.get(i))
                   for i in range(len(settings)))
     return DecodeChoice(run=runs[best], tokens_per_s=full[best], simulations=len(settings) + len(order),
                         seconds=time.perf_counter() - t0, table=table)
 
 
-def exhaustive(base: DecodeRun, budget_gib: float, policies: tuple[str, ...] = ("lru",)) -> list[dict[str, Any]]:
+def exhaustive(base: DecodeRun, budget_gib: float, policies: tuple[str, ...] = ("lru",)) -> list[SimulatedSetting]:
     """Every setting at every cache fraction of what the budget leaves, simulated on the full run
     (one cache size for ``resident``)."""
     rows = []
@@ -147,5 +172,5 @@ def exhaustive(base: DecodeRun, budget_gib: float, policies: tuple[str, ...] = (
         for f in CACHE_FRACTIONS if s["cache_policy"] != "resident" else (1.0,):
             run = _with(base, s, budget_gib, f)
             m = simulate_decode(run).metrics
-            rows.append({**s, "cache_GiB": m.config.cache_GiB, "tokens_per_s": m.tokens_per_s})
+            rows.append(SimulatedSetting(**s, cache_GiB=m.config.cache_GiB, tokens_per_s=m.tokens_per_s))
     return rows

@@ -29,12 +29,14 @@ import io
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from moesim.errors import InputError
 from moesim.inputs import check_depth, read_input_text
+from moesim.typing_ import JSONValue
 
 __all__ = ["FioPoint", "TTFTPoint", "read_fio", "parse_fio", "read_ttft_log", "parse_ttft_log", "parse_size_B",
            "MAX_PROMPT_TOKENS", "READ_BPS_RANGE", "BLOCK_B_RANGE", "TTFT_S_RANGE"]
@@ -55,6 +57,9 @@ BLOCK_B_RANGE = (512, 2**30)
 TTFT_S_RANGE = (1e-3, 3600.0)
 _SIZE = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[kmgt]?)(?:i?b)?$", re.I)
 _TTFT_COLUMNS = ("model", "tokens", "ttft_s")
+
+#: one job of fio's JSON output (``jobs[i]``), or its ``global options``
+Job = Mapping[str, JSONValue]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,12 +94,12 @@ def parse_size_B(text: str) -> int:
     return int(float(m["n"]) * 1024**power)
 
 
-def _opt(job: dict[str, Any], glob: dict[str, Any], name: str) -> Any:
+def _opt(job: Job, glob: Job, name: str) -> JSONValue:
     opts = job.get("job options") or {}
-    return opts.get(name, glob.get(name))
+    return opts.get(name, glob.get(name)) if isinstance(opts, dict) else glob.get(name)
 
 
-def _point(job: dict[str, Any], glob: dict[str, Any], where: str, queue_slots: int) -> FioPoint | None:
+def _point(job: Job, glob: Job, where: str, queue_slots: int) -> FioPoint | None:
     rw = str(_opt(job, glob, "rw") or _opt(job, glob, "readwrite") or "read")
     if rw not in ("read", "randread"):
         return None
@@ -142,7 +147,7 @@ def _block_B(bs: Any, where: str) -> int:
     return block
 
 
-def _depth(job: dict[str, Any], glob: dict[str, Any], where: str, queue_slots: int) -> int:
+def _depth(job: Job, glob: Job, where: str, queue_slots: int) -> int:
     """The reads the job kept in flight, at most the flash's ``queue_slots``."""
     raw = _opt(job, glob, "iodepth")
     depth = _whole(1 if raw is None else raw, "iodepth", where)
@@ -211,14 +216,14 @@ def _optional_int(value: str | None, field: str, where: str) -> int | None:
     return None if value is None or not value.strip() else _whole(value, field, where)
 
 
-def _cell(rec: dict[str, Any], name: str, where: str) -> str:
+def _cell(rec: Mapping[str, str | None], name: str, where: str) -> str:
     value = rec.get(name)
     if value is None or not value.strip():
         raise InputError(name, "is required (a TTFT row has model,tokens,ttft_s)", show_value=False, source=where)
     return str(value)
 
 
-def _ttft_point(rec: dict[str, Any], where: str) -> TTFTPoint:
+def _ttft_point(rec: Mapping[str, str | None], where: str) -> TTFTPoint:
     text = _cell(rec, "ttft_s", where)
     try:
         ttft = float(text)

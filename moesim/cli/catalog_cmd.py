@@ -10,7 +10,14 @@ from moesim.config.catalog import list_models, load_model
 from moesim.config.model import ModelSpec
 from moesim.config.profiles import list_profiles, load_profile
 from moesim.errors import InputError
-from moesim.report.catalog import SUMMARY_KINDS, model_record, profile_record, profile_rows, provenance_summary
+from moesim.report.catalog import (
+    SUMMARY_KINDS,
+    model_record,
+    pending_fit,
+    profile_record,
+    profile_rows,
+    provenance_summary,
+)
 
 __all__ = ["models", "devices"]
 
@@ -76,6 +83,6 @@ def devices(device_ref: str | None, as_json: bool) -> None:
         click.echo(f"{p.name} ({p.kind}): {p.display_name}")
         emit_table(["field", "value", "provenance"], profile_rows(p))
         return
-    rows = [(p.name, p.kind, len(profile_record(p)["pending_fit"]), *provenance_summary(p).values(), p.display_name)
+    rows = [(p.name, p.kind, len(pending_fit(p)), *provenance_summary(p).values(), p.display_name)
             for p in profiles]
     emit_table(["device", "kind", "pending_fit", *SUMMARY_KINDS, "description"], rows)

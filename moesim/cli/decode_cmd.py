@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -79,7 +80,7 @@ def _default(name: str) -> Any:
     return field_default(DecodeRun, name)
 
 
-def decode_run_data(**opts: Any) -> dict[str, Any]:
+def decode_run_data(**opts: Any) -> dict[str, object]:
     """CLI option values (DecodeRun's flat parameters, ``draft_routing`` its routing, ``overrides`` the
     ``--set`` items; None: not given) -> DecodeRun data."""
     flat = {("routing" if k == "draft_routing" else k): v for k, v in opts.items() if k != "overrides"}
@@ -249,7 +250,7 @@ def _autoconfig(run: DecodeRun, budget: float | None, autoconfig: bool, check: b
     show_decode(result.metrics, False)
 
 
-def _setting(s: dict[str, Any]) -> str:
+def _setting(s: Mapping[str, object]) -> str:
     """``lfu cache, prefetch none, selector cache-aware (gamma 3)``: gamma only where there is speculation."""
     return (f"{s['cache_policy']} cache, prefetch {s['prefetch']}, selector {s['selector']}"
             + (f" (gamma {s['gamma']})" if s["selector"] != "none" else ""))

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
 
 from moesim.errors import InputError
 from moesim.files import check_replaceable, check_writable, write_json_atomic
+from moesim.typing_ import JSONValue
 
 __all__ = ["emit_json", "json_clean", "render_table", "emit_table", "fmt_num", "writable_path", "timeline_path",
            "write_timeline", "TIMELINE_SIGNATURE", "describe_routing", "parse_int_list"]
@@ -97,7 +98,7 @@ def timeline_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any
     return value
 
 
-def write_timeline(trace: dict[str, Any], path: str, flag: str = "--timeline") -> None:
+def write_timeline(trace: Mapping[str, JSONValue], path: str, flag: str = "--timeline") -> None:
     """Write a Chrome trace (``result.to_chrome_trace()``) to ``path`` atomically, checking
     again that whatever is there now (the run took a while) may be replaced."""
     check_replaceable(path, flag, TIMELINE_SIGNATURE, _TIMELINE)

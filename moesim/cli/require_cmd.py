@@ -11,6 +11,7 @@ from moesim.cli.prefill_cmd import FINITE, parse_overrides
 from moesim.config.base import field_default
 from moesim.config.prefill import PrefillRun
 from moesim.errors import InputError
+from moesim.typing_ import JSONValue
 
 __all__ = ["require"]
 
@@ -91,11 +92,11 @@ def _curve_rows(answers: list[Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _conf(c: Any) -> dict[str, Any] | None:
+def _conf(c: Any) -> dict[str, JSONValue] | None:
     return None if c is None else {"metric": c.metric, "binding": c.binding, **c.detail}
 
 
-def _as_json(a: Any) -> dict[str, Any]:
+def _as_json(a: Any) -> dict[str, JSONValue]:
     return {"resource": a.resource.name, "field": a.resource.field, "unit": a.resource.unit, "metric": a.metric,
             "target": a.target, "profile_value": a.profile_value, "range": list(a.span), "threshold": a.threshold,
             "reachable": a.threshold is not None, "confirmed": a.confirmed, "at_threshold": _conf(a.at_threshold),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -21,6 +22,7 @@ from moesim.plotting import check_figure_path, pyplot, save_figure
 from moesim.progress import activity
 from moesim.results import SpecDecodeMetrics
 from moesim.simulate.specdecode import gamma_sweep, simulate_specdecode
+from moesim.typing_ import JSONValue
 
 __all__ = ["specdecode", "show_specdecode", "plot_sweep", "describe_predictor", "predictor_name",
            "describe_draft", "check_ignored_options", "describe_comm"]
@@ -40,7 +42,7 @@ _PREDICTOR_PARAMS = tuple(n for n in derived_names(SpecDecodeRun, _SPELLED) if p
                           == "predictor")
 
 
-def check_ignored_options(given: set[str], values: dict[str, Any], selector: str | None, sweep: bool) -> None:
+def check_ignored_options(given: set[str], values: Mapping[str, object], selector: str | None, sweep: bool) -> None:
     """Refuse an option the run would ignore: a predictor (or its time, or epsilon) under
     confidence selection, a draft time at gamma 1, ``--gamma`` beside ``--gamma-sweep``."""
     if sweep and "gamma" in given:
@@ -59,7 +61,7 @@ def check_ignored_options(given: set[str], values: dict[str, Any], selector: str
         raise InputError("--t-pred-ms", "needs gamma > 1 (gamma 1 verifies no draft)", values["t_pred_ms"])
 
 
-def predictor_name(config: dict[str, Any]) -> str:
+def predictor_name(config: Mapping[str, JSONValue]) -> str:
     """``learned (2 folds)``, ``accuracy 0.93``, ``oracle``: a resolved predictor's config in words."""
     if config["kind"] == "learned":
         return f"learned ({config['folds']} folds)"
@@ -68,23 +70,23 @@ def predictor_name(config: dict[str, Any]) -> str:
     return str(config["kind"])
 
 
-def describe_predictor(info: dict[str, Any], config: dict[str, Any]) -> str:
+def describe_predictor(info: Mapping[str, JSONValue], config: Mapping[str, JSONValue]) -> str:
     """The predictor line: which one, whether the rule used it, and where a default came from."""
     used = "" if info["used"] else " (not used: confidence selection and gamma 1 need no predictor)"
     source = f" [{info['source']}]" if info.get("default") else ""
     return predictor_name(config) + used + source
 
 
-def describe_draft(draft: dict[str, Any], routing: dict[str, Any], source: str | None) -> str:
+def describe_draft(draft: Mapping[str, JSONValue], routing: Mapping[str, JSONValue], source: str | None) -> str:
     """The draft line: the draft's top-1 logit, the wrong drafts' routing and where the numbers the
     run left out came from (``SpecDecodeRun.draft_source``; None: the run gave them)."""
     drift = f" ({draft['depth_drift']:+g} per depth)" if draft["depth_drift"] else ""
-    arg = {"mixture": "context_free_share", "nearby": "window", "alternative": "layer_share"}.get(routing["kind"])
+    arg = {"mixture": "context_free_share", "nearby": "window", "alternative": "layer_share"}.get(str(routing["kind"]))
     kind = routing["kind"] if arg is None else f"{routing['kind']}:{routing[arg]:g}"
     return f"top-1 logit {draft['top1_logit_mean']:+.4f}{drift}, wrong drafts {kind} [{source or 'given'}]"
 
 
-def plot_sweep(rows: list[dict[str, Any]], path: str, title: str) -> None:
+def plot_sweep(rows: Sequence[Mapping[str, JSONValue]], path: str, title: str) -> None:
     """E and speedup against gamma, one line per selection rule (matplotlib, imported here)."""
     out = check_figure_path(path, "--plot")
     plt = pyplot("--plot", path)

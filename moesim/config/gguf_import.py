@@ -26,6 +26,7 @@ from moesim.config.hf_import import model_from_hf_config, model_name_from
 from moesim.config.model import ModelSpec, TensorClass, WeightRecipe
 from moesim.errors import InputError
 from moesim.inputs import is_regular
+from moesim.typing_ import JSONValue
 
 __all__ = ["GgufImport", "model_from_gguf"]
 
@@ -42,7 +43,7 @@ class GgufImport:
         return set(self.table_expert_bytes.values()) == {self.model.expert_bytes()}
 
 
-def _read(path: Path, flag: str) -> tuple[dict[str, Any], list[TableTensor]]:
+def _read(path: Path, flag: str) -> tuple[dict[str, JSONValue], list[TableTensor]]:
     """The header's key-value pairs and the tensor table."""
     if not is_regular(path):
         raise InputError(flag, "must name a readable GGUF file", str(path))
@@ -61,7 +62,7 @@ def _read(path: Path, flag: str) -> tuple[dict[str, Any], list[TableTensor]]:
 
 
 class _Meta:
-    def __init__(self, meta: dict[str, Any], source: str) -> None:
+    def __init__(self, meta: dict[str, JSONValue], source: str) -> None:
         arch = meta.get("general.architecture")
         if not isinstance(arch, str):
             raise InputError("general.architecture", "must be set in the GGUF header", show_value=False,
@@ -77,6 +78,11 @@ class _Meta:
         return max(value) if isinstance(value, list) and value else value
 
 
+def _list(value: JSONValue) -> list[JSONValue]:
+    """A header array, [] where the key is absent."""
+    return value if isinstance(value, list) else []
+
+
 def _by_role(table: list[TableTensor]) -> dict[str, TableTensor]:
     """The first block's tensor of each role (``ffn_gate_exps``), and the global ones by name."""
     out: dict[str, TableTensor] = {}
@@ -85,9 +91,10 @@ def _by_role(table: list[TableTensor]) -> dict[str, TableTensor]:
     return out
 
 
-def _layer_fields(m: _Meta, table: list[TableTensor], layers: int) -> dict[str, Any]:
+def _layer_fields(m: _Meta, table: list[TableTensor], layers: int) -> dict[str, JSONValue]:
     moe_blocks = {t.block for t in table if tensor_class(t) is TensorClass.EXPERT}
-    out: dict[str, Any] = {"mlp_only_layers": sorted(set(range(layers)) - moe_blocks)}
+    dense: list[JSONValue] = [*sorted(set(range(layers)) - moe_blocks)]
+    out: dict[str, JSONValue] = {"mlp_only_layers": dense}
     kv = m.get("attention.head_count_kv")
     if isinstance(kv, list) and 0 in kv:              # LFM2: no KV heads on the short-conv layers
         out["layer_types"] = ["full_attention" if n else "conv" for n in kv]
@@ -95,7 +102,7 @@ def _layer_fields(m: _Meta, table: list[TableTensor], layers: int) -> dict[str, 
     return out
 
 
-def _attention_fields(m: _Meta) -> dict[str, Any]:
+def _attention_fields(m: _Meta) -> dict[str, JSONValue]:
     out = {"num_attention_heads": m.widest("attention.head_count"),
            "num_key_value_heads": m.widest("attention.head_count_kv"), "head_dim": m.get("attention.key_length")}
     if m.get("attention.kv_lora_rank") is not None:
@@ -107,7 +114,7 @@ def _attention_fields(m: _Meta) -> dict[str, Any]:
     return out
 
 
-def _config(m: _Meta, table: list[TableTensor]) -> dict[str, Any]:
+def _config(m: _Meta, table: list[TableTensor]) -> dict[str, JSONValue]:
     """The header and tensor table as the fields of a ``config.json``."""
     roles = _by_role(table)
     gate = roles.get("ffn_gate_exps") or roles.get("ffn_gate_up_exps") or roles.get("ffn_down_exps")
@@ -118,13 +125,13 @@ def _config(m: _Meta, table: list[TableTensor]) -> dict[str, Any]:
     shexp = roles.get("ffn_gate_shexp") or roles.get("ffn_up_shexp")
     shared = m.get("expert_shared_count") or (1 if shexp else None)
     embd = roles.get("token_embd")
-    cfg: dict[str, Any] = {
+    cfg: dict[str, JSONValue] = {
         "model_type": f"gguf {m.arch}", "num_hidden_layers": layers, "hidden_size": m.get("embedding_length"),
         "num_experts": m.get("expert_count") or gate.shape[-1], "num_experts_per_tok": m.get("expert_used_count"),
         "moe_intermediate_size": m.get("expert_feed_forward_length") or (
             gate.shape[0] if gate.role == "ffn_down_exps" else gate.shape[1] // (2 if "gate_up" in gate.role else 1)),
         "intermediate_size": m.widest("feed_forward_length"),
-        "vocab_size": m.get("vocab_size") or len(m.meta.get("tokenizer.ggml.tokens") or []) or (
+        "vocab_size": m.get("vocab_size") or len(_list(m.meta.get("tokenizer.ggml.tokens"))) or (
             embd.shape[1] if embd else None),
         "tie_word_embeddings": "output.weight" not in {t.name for t in table},
         "n_shared_experts": shared, "shared_expert_gate": "ffn_gate_inp_shexp" in roles,

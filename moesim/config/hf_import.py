@@ -23,6 +23,7 @@ from moesim.config.loading import validate_data
 from moesim.config.model import ModelSpec, WeightRecipe
 from moesim.errors import InputError
 from moesim.inputs import parse_json, read_input
+from moesim.typing_ import JSONValue
 
 __all__ = ["ImportFormats", "read_hf_config", "model_from_hf_config", "model_name_from", "model_toml"]
 
@@ -40,7 +41,7 @@ class ImportFormats(Frozen):
     expert: WeightFormat | None = Field(None, description="routed experts only")
 
 
-def read_hf_config(path: str | Path, flag: str = "SRC") -> dict[str, Any]:
+def read_hf_config(path: str | Path, flag: str = "SRC") -> dict[str, JSONValue]:
     """The JSON object of a ``config.json`` file (read within the size cap of a config)."""
     data = parse_json(read_input(path, flag, "config"), flag, source=str(path), what="a JSON config.json")
     if not isinstance(data, dict):
@@ -67,11 +68,11 @@ def _text_fields(config: Mapping[str, Any], source: str) -> Fields:
     return Fields(config, source)
 
 
-def _moe(f: Fields, family: str) -> dict[str, Any]:
+def _moe(f: Fields, family: str) -> dict[str, int | bool]:
     experts = f.int_("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts",
                      rule=": a MoE config names its expert count, this one has none (a dense model?)")
     top_k = f.int_("num_experts_per_tok", "experts_per_token", "moe_k")
-    out: dict[str, Any] = {"num_routed_experts": experts, "top_k": top_k,
+    out: dict[str, int | bool] = {"num_routed_experts": experts, "top_k": top_k,
                            "expert_intermediate_size": f.int_("moe_intermediate_size", "intermediate_size")}
     shared_size = f.get("shared_expert_intermediate_size", "shared_intermediate_size")
     shared = f.get("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
@@ -87,10 +88,10 @@ def _moe(f: Fields, family: str) -> dict[str, Any]:
     return out
 
 
-def _attention(f: Fields, hidden: int) -> dict[str, Any]:
+def _attention(f: Fields, hidden: int) -> dict[str, str | int]:
     heads = f.int_("num_attention_heads", "n_head")
     if f.has("kv_lora_rank"):
-        out: dict[str, Any] = {"kind": "mla", "num_heads": heads, "kv_lora_rank": f.int_("kv_lora_rank"),
+        out: dict[str, str | int] = {"kind": "mla", "num_heads": heads, "kv_lora_rank": f.int_("kv_lora_rank"),
                                "qk_nope_head_dim": f.int_("qk_nope_head_dim"),
                                "qk_rope_head_dim": f.int_("qk_rope_head_dim"), "v_head_dim": f.int_("v_head_dim")}
         if f.has("q_lora_rank"):
@@ -165,7 +166,7 @@ def model_from_hf_config(config: Mapping[str, Any], *, name: str, source: str,
     recipe, said = native if native is not None else _recipe(f, formats or ImportFormats())
     repo = hf_repo if hf_repo is not None else str(f.get("_name_or_path") or "")
     tie = f.get("tie_word_embeddings", "tie_embedding")
-    data: dict[str, Any] = {
+    data: dict[str, object] = {
         "name": name, "display_name": repo.rsplit("/", 1)[-1] or name, "hf_repo": repo,
         "provenance": f"{source} (model_type {family}), imported by moesim models import; "
                       f"weight formats: {said}",

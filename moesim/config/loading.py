@@ -7,6 +7,7 @@ e.g. ``my.toml: ufs.read_bw_GBps must be > 0, got -1.0``.
 from __future__ import annotations
 
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from moesim.errors import InputError
 from moesim.inputs import exists, is_dir, parse_toml, read_input
+from moesim.typing_ import TOMLValue
 
 __all__ = ["read_toml", "validate_data", "validate_union", "input_error_from", "check_own_name", "file_ref",
            "bundled_or_path"]
@@ -103,7 +105,7 @@ def input_error_from(exc: ValidationError, source: str | None, data: Any = None,
     return InputError(field, f"{rule}, got {value}", show_value=False, source=source)
 
 
-def validate_data(model: type[M], data: dict[str, Any], source: str | None = None) -> M:
+def validate_data(model: type[M], data: Mapping[str, object], source: str | None = None) -> M:
     """Validate a mapping into ``model``; raise InputError on the first problem."""
     try:
         return model.model_validate(data)
@@ -111,7 +113,7 @@ def validate_data(model: type[M], data: dict[str, Any], source: str | None = Non
         raise input_error_from(exc, source, data, model) from None
 
 
-def validate_union(adapter: TypeAdapter[T], data: dict[str, Any], source: str | None = None) -> T:
+def validate_union(adapter: TypeAdapter[T], data: Mapping[str, object], source: str | None = None) -> T:
     """Validate a mapping through a discriminated-union adapter."""
     try:
         return adapter.validate_python(data)
@@ -119,7 +121,7 @@ def validate_union(adapter: TypeAdapter[T], data: dict[str, Any], source: str | 
         raise input_error_from(exc, source, data) from None
 
 
-def read_toml(path: Path, field: str = "path") -> dict[str, Any]:
+def read_toml(path: Path, field: str = "path") -> dict[str, TOMLValue]:
     """Parse a TOML file (``field`` names where the path came from: ``device``, ``model``);
     a missing, unreadable or special file (a FIFO, a device), one over the size cap of a
     configuration, a syntax error or nesting too deep becomes an InputError (:mod:`moesim.inputs`)."""

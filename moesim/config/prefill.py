@@ -7,7 +7,7 @@ the UFS queue) happen when the run is resolved, with the same one-line errors.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Literal, get_args
 
 from pydantic import Field, PositiveInt
 
@@ -134,7 +134,7 @@ def policy_options() -> dict[str, frozenset[str]]:
     return {name: frozenset(kinds) for name, kinds in takes.items()}
 
 
-def build_policy(kind: str, options: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
+def build_policy(kind: str, options: Mapping[str, object], *, strict: bool = True) -> dict[str, object]:
     """The ``policy`` data of a :class:`PrefillRun` of policy ``kind`` from option values
     (None = not given); the values are validated with the run.
 
@@ -153,7 +153,8 @@ def build_policy(kind: str, options: Mapping[str, Any], *, strict: bool = True) 
         if value is not None and name not in takes:
             raise InputError(f"--{name.replace('_', '-')}", f"is not an option of any prefill policy "
                              f"({', '.join(takes)})", value)
-    policy: dict[str, Any] = unflatten(PrefillRun, {"policy": kind, **options}, strict=strict)["policy"]
+    policy = unflatten(PrefillRun, {"policy": kind, **options}, strict=strict)["policy"]
+    assert isinstance(policy, dict), policy
     return policy
 
 

@@ -22,6 +22,7 @@ from moesim.config.overrides import check_override_key, override_profile, settab
 from moesim.errors import InputError
 from moesim.files import atomic_path
 from moesim.inputs import exists
+from moesim.typing_ import TOMLValue
 from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["profile_dir", "profile_names", "load_profile", "load_profile_of", "list_profiles", "profile_hash",
@@ -46,7 +47,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _check_sections(data: dict[str, Any], source: str) -> None:
+def _check_sections(data: dict[str, TOMLValue], source: str) -> None:
     """An unknown ``[section]`` is named as such (before its numbers are checked for units)."""
     kinds: dict[str, type[Frozen]] = {"mobile-npu": MobileNPUProfile, "gpu-server": GPUServerProfile,
                                       "host": HostProfile}
@@ -61,7 +62,7 @@ def _check_sections(data: dict[str, Any], source: str) -> None:
                              show_value=False, source=source)
 
 
-def _check_units(data: dict[str, Any], source: str, prefix: str = "") -> None:
+def _check_units(data: dict[str, TOMLValue], source: str, prefix: str = "") -> None:
     for key, value in data.items():
         path = f"{prefix}{key}"
         if isinstance(value, dict):

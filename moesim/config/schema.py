@@ -32,6 +32,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from moesim.errors import InputError
+from moesim.typing_ import JSONValue
 
 __all__ = ["Flat", "Param", "OVERRIDES", "params", "surface_params", "flatten", "unflatten", "flag"]
 
@@ -168,11 +169,11 @@ def surface_params(run_type: type[BaseModel]) -> dict[str, Param]:
     return {n: p for n, p in params(run_type).items() if not p.derived}
 
 
-def flatten(run: BaseModel) -> dict[str, Any]:
+def flatten(run: BaseModel) -> dict[str, JSONValue]:
     """A run as flat parameters (JSON values; a variant's fields only where the run's variant has
     them), its overrides as dotted names: what :func:`unflatten` reads back into the same run."""
     data = run.model_dump(mode="json")
-    out: dict[str, Any] = {}
+    out: dict[str, JSONValue] = {}
     for param in params(type(run)).values():
         value = data[param.field]
         if param.key is None:
@@ -182,7 +183,7 @@ def flatten(run: BaseModel) -> dict[str, Any]:
     return {**out, **data.get(OVERRIDES, {})}
 
 
-def unflatten(run_type: type[BaseModel], flat: Mapping[str, Any], *, strict: bool = True) -> dict[str, Any]:
+def unflatten(run_type: type[BaseModel], flat: Mapping[str, object], *, strict: bool = True) -> dict[str, object]:
     """Flat parameters (a value None: not given) -> the data of a ``run_type``, to be validated as one.
 
     A variant's field given for a kind that does not take it raises :class:`InputError` named as an
@@ -197,13 +198,15 @@ def unflatten(run_type: type[BaseModel], flat: Mapping[str, Any], *, strict: boo
     moesim.errors.InputError: --banks applies to policy estream, not resident, got 3
     """
     schema = params(run_type)
-    data: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {}
+    data: dict[str, object] = {}
+    sections: dict[str, dict[str, object]] = {}
     for name, value in flat.items():
         if value is None:
             continue
         if "." in name:
-            data.setdefault(OVERRIDES, {})[name] = value
+            overrides = data.setdefault(OVERRIDES, {})
+            assert isinstance(overrides, dict)
+            overrides[name] = value
         elif name not in schema:
             raise InputError(flag(name), f"is not a parameter of a {run_type.__name__}", value)
         elif schema[name].key is None:
@@ -217,11 +220,11 @@ def unflatten(run_type: type[BaseModel], flat: Mapping[str, Any], *, strict: boo
     return data
 
 
-def _section_data(schema: dict[str, Param], field: str, given: dict[str, Any], strict: bool) -> dict[str, Any]:
+def _section_data(schema: dict[str, Param], field: str, given: dict[str, object], strict: bool) -> dict[str, object]:
     """One section's data from its given parameters: the kind (parsed where it has a spelling), then
     the fields its kind takes ({} where nothing applies)."""
     kind_param = next((p for p in schema.values() if p.field == field and p.key == "kind"), None)
-    section: dict[str, Any] = {}
+    section: dict[str, object] = {}
     kind = None if kind_param is None else kind_param.default
     text = None if kind_param is None else given.get(kind_param.name)
     if kind_param is not None and text is not None:
@@ -246,10 +249,10 @@ def _section_data(schema: dict[str, Param], field: str, given: dict[str, Any], s
     return section
 
 
-def _kind_data(param: Param, text: str, with_fields: bool) -> dict[str, Any]:
+def _kind_data(param: Param, text: object, with_fields: bool) -> dict[str, object]:
     """The section a kind parameter names: as its spelling reads (``accuracy:0.9``), or a bare kind
     (``accuracy``) whose fields the section's own parameters give (``predictor_fraction``)."""
-    if param.parse is None:
+    if param.parse is None or not isinstance(text, str):     # not a spelling: the run's check names it
         return {"kind": text}
     try:
         return dict(param.parse(text))

@@ -2,29 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from moesim.config.model import RECIPES, ModelSpec
 from moesim.config.profiles import AnyProfile, profile_hash
 from moesim.config.sections import PROVENANCE_KINDS, Section, numeric_fields, provenance_kind
+from moesim.typing_ import JSONValue
 
-__all__ = ["model_record", "profile_record", "profile_rows", "provenance_summary", "SUMMARY_KINDS"]
+__all__ = ["model_record", "profile_record", "pending_fit", "profile_rows", "provenance_summary", "SUMMARY_KINDS"]
 
 #: the columns of a provenance summary: every note kind, and the numbers still pending a fit
 SUMMARY_KINDS = (*PROVENANCE_KINDS, "pending")
 
 
-def _bytes_record(model: ModelSpec, recipe: str) -> dict[str, Any]:
+def _bytes_record(model: ModelSpec, recipe: str) -> dict[str, JSONValue]:
     return {
         "expert_B": model.expert_bytes(recipe),
         "resident_non_expert_B": model.resident_non_expert_bytes(recipe),
         "total_B": model.total_weight_bytes(recipe),
         "by_class_B": {c.value: b for c, b in model.bytes_by_class(recipe).items()},
-        "fallbacks": model.fallbacks(recipe),
+        "fallbacks": [*model.fallbacks(recipe)],
     }
 
 
-def model_record(model: ModelSpec) -> dict[str, Any]:
+def model_record(model: ModelSpec) -> dict[str, JSONValue]:
     """Shape, formats, provenance and computed bytes of one model (stable keys)."""
     record = model.model_dump(mode="json", exclude_none=True)
     record["num_moe_layers"] = model.num_moe_layers
@@ -35,14 +34,18 @@ def model_record(model: ModelSpec) -> dict[str, Any]:
     return record
 
 
-def profile_record(profile: AnyProfile) -> dict[str, Any]:
+def profile_record(profile: AnyProfile) -> dict[str, JSONValue]:
     """The profile as data, with its hash and the numbers still pending a fit."""
     record = profile.model_dump(mode="json", exclude_none=True)
     record["profile_hash"] = profile_hash(profile)
-    record["pending_fit"] = [f"{name}.{field}" for name, sec in profile.sections().items()
-                             for field in sec.pending()]
+    record["pending_fit"] = [*pending_fit(profile)]
     record["provenance_summary"] = provenance_summary(profile)
     return record
+
+
+def pending_fit(profile: AnyProfile) -> list[str]:
+    """The numbers of the profile still pending a fit (``section.field``)."""
+    return [f"{name}.{field}" for name, sec in profile.sections().items() for field in sec.pending()]
 
 
 def provenance_summary(profile: AnyProfile) -> dict[str, int]:

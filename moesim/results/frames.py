@@ -6,20 +6,17 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel
 
 from moesim.results.metrics import DecodeMetrics, PrefillMetrics, SpecDecodeMetrics
+from moesim.typing_ import JSONValue, Scalar
 
 __all__ = ["JSONValue", "Scalar", "HOST_CLOCK_FIELDS", "flatten_metrics", "PrefillResult", "SpecDecodeResult",
            "DecodeResult", "chrome_trace"]
 
-#: a JSON value (what ``--json`` writes and ``moesim rerun`` reads back)
-JSONValue: TypeAlias = "str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]"
-#: a flat row's value (``flatten_metrics``): lists become JSON strings
-Scalar: TypeAlias = "str | int | float | bool | None"
 
 #: fields measured on the host clock, which a re-run cannot reproduce (dotted paths)
 HOST_CLOCK_FIELDS = ("sim.wall_s", "sim.steps_per_wall_s", "config.selection_ms")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,17 @@ from moesim.config import schema
 from moesim.config.schema import Param
 from moesim.errors import InputError, format_value
 from moesim.simulate import WORKLOADS, OptionRule
-from moesim.sweep.params import kind_of
+from moesim.sweep.params import GridValue, kind_of
 
 __all__ = ["grid_size", "check_values", "check_policy_options", "policy_option_notes", "check_option_rules",
            "option_rule_notes", "estimate_s", "describe_s"]
 
 #: error fields (as the run's checks name them) that are spelled otherwise in a grid
 _ALIASES = {"draft_routing": "routing", "overrides": None}
+
+#: a grid's fixed values (or one point's parameters) and its axes, as checked (:mod:`moesim.sweep.grid`)
+Fixed = Mapping[str, GridValue]
+Axes = Mapping[str, list[GridValue]]
 
 
 def grid_size(axes: dict[str, list[Any]]) -> int:
@@ -41,17 +46,19 @@ def grid_size(axes: dict[str, list[Any]]) -> int:
     return math.prod(len(v) for v in axes.values())
 
 
-def _split(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+def _split(params: Mapping[str, GridValue]) -> tuple[dict[str, GridValue], dict[str, float]]:
     return ({k: v for k, v in params.items() if "." not in k},
             {k: float(v) for k, v in params.items() if "." in k})
 
 
-def _where(name: str | None, fixed: dict[str, Any], axes: dict[str, list[Any]], params: dict[str, Any],
-           varied: str | None, message: str = "") -> tuple[str, Any]:
+def _where(name: str | None, fixed: Fixed, axes: Axes, params: Fixed, varied: str | None, message: str = ""
+           ) -> tuple[str, GridValue | None]:
     """The grid entry to blame: the parameter the error names (as its field, or a profile number
     ``section.field`` quoted in its message), else the one being varied."""
     quoted = [k for k in (*axes, *fixed) if "." in k and k in message]
     for candidate in (name, *quoted, varied):
+        if candidate is None:
+            continue
         if candidate in axes:
             values = axes[candidate]
             i = next(i for i, v in enumerate(values) if v is params[candidate] or v == params[candidate])
@@ -69,7 +76,7 @@ def _field_name(field: str) -> str | None:
     return _ALIASES.get(name, name)
 
 
-def _check_one(workload: str, params: dict[str, Any]) -> None:
+def _check_one(workload: str, params: Fixed) -> None:
     from moesim.sweep.run_point import build_run
 
     trace = params.get("trace")
@@ -79,10 +86,10 @@ def _check_one(workload: str, params: dict[str, Any]) -> None:
     build_run(workload, plain, overrides)
 
 
-def check_values(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
+def check_values(workload: str, fixed: Fixed, axes: Axes, source: str) -> None:
     """Refuse the grid if a fixed value, or any one value of an axis, cannot make a valid run."""
     base = {**fixed, **{name: values[0] for name, values in axes.items()}}
-    trials: list[tuple[str | None, dict[str, Any]]] = [(None, base)]
+    trials: list[tuple[str | None, dict[str, GridValue]]] = [(None, base)]
     trials += [(name, {**base, name: value}) for name, values in axes.items() for value in values[1:]]
     for varied, params in trials:
         try:
@@ -94,7 +101,7 @@ def check_values(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]
                              source=source) from None
 
 
-def _variant_options(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]
+def _variant_options(workload: str, fixed: Fixed, axes: Axes
                      ) -> list[tuple[str, Param, list[Any], list[Any]]]:
     """Each option of a section's variants the grid sets (a policy's ``banks``, a routing's
     ``routing_window``) -> (its name, its parameter, the kinds of its section the grid runs, those
@@ -116,7 +123,7 @@ def _names(kinds: list[Any]) -> str:
     return ", ".join("none given" if k is None else str(k) for k in kinds)
 
 
-def check_policy_options(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
+def check_policy_options(workload: str, fixed: Fixed, axes: Axes, source: str) -> None:
     """An option of a section's variants that no variant of the grid takes (a policy option no policy
     of the grid takes) would be dropped from every point (an axis of it would run the same point
     several times): refused."""
@@ -127,7 +134,7 @@ def check_policy_options(workload: str, fixed: dict[str, Any], axes: dict[str, l
                              f"{param.field} of the grid takes it", _names(kinds), source=source)
 
 
-def policy_option_notes(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]) -> list[str]:
+def policy_option_notes(workload: str, fixed: Fixed, axes: Axes) -> list[str]:
     """One line per option of a section's variants that some variants of the grid do not take (their
     points run without it: the documented rule, said once)."""
     notes = []
@@ -145,8 +152,8 @@ def _rule(workload: str) -> tuple[OptionRule, tuple[str, ...]] | None:
     return None if entry.ignored_option is None else (entry.ignored_option, entry.options_depend_on)
 
 
-def _ignoring(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]
-              ) -> list[tuple[str, list[tuple[dict[str, Any], str]], bool]]:
+def _ignoring(workload: str, fixed: Fixed, axes: Axes
+              ) -> list[tuple[str, list[tuple[dict[str, GridValue], str]], bool]]:
     """Each option the grid sets that some of its points do not read -> (the settings of those
     points that decide it, with the reason; whether no point reads it). The settings are the
     product of the deciding fields' values only, so a large grid costs no more than a small one."""
@@ -164,7 +171,7 @@ def _ignoring(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]
     return out
 
 
-def check_option_rules(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
+def check_option_rules(workload: str, fixed: Fixed, axes: Axes, source: str) -> None:
     """An option that no point of the grid reads (``gamma`` without a selector, ``pinned_share``
     with LRU) is refused, as the CLI refuses it: every value of it would run the same points."""
     for name, reasons, none in _ignoring(workload, fixed, axes):
@@ -174,7 +181,7 @@ def check_option_rules(workload: str, fixed: dict[str, Any], axes: dict[str, lis
                              "same points)", value, source=source)
 
 
-def option_rule_notes(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]]) -> list[str]:
+def option_rule_notes(workload: str, fixed: Fixed, axes: Axes) -> list[str]:
     """One line per option that some points of the grid do not read (they run without it)."""
     notes = []
     for name, reasons, none in _ignoring(workload, fixed, axes):
@@ -184,7 +191,7 @@ def option_rule_notes(workload: str, fixed: dict[str, Any], axes: dict[str, list
     return notes
 
 
-def estimate_s(workload: str, params: dict[str, Any]) -> float:
+def estimate_s(workload: str, params: Fixed) -> float:
     """Seconds one point takes here, timed on ``params`` (a point whose inputs make it impossible
     ends early, so the estimate errs low for such a point and high when the first run also
     loads the routing that the others reuse)."""

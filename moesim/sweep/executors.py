@@ -24,12 +24,13 @@ from multiprocessing.context import BaseContext
 from typing import Any
 
 from moesim.errors import InputError
-from moesim.sweep.run_point import run_point
+from moesim.sweep.run_point import Task, point_index, run_point
+from moesim.typing_ import Scalar
 
 __all__ = ["run_serial", "run_processes", "run_dask", "default_workers"]
 
-Task = dict[str, Any]
-Row = dict[str, Any]
+#: a finished point: its inputs, metrics and provenance as one flat row
+Row = dict[str, Scalar]
 
 
 def default_workers() -> int:
@@ -133,7 +134,7 @@ def run_processes(tasks: list[Task], workers: int) -> Generator[Row, None, None]
             while pending and len(running) < 2 * workers:
                 running.add(pool.submit(run_point, pending.pop()))
             finished, running = wait(running, return_when=FIRST_COMPLETED)
-            for future in sorted(finished, key=lambda f: f.result()["point.index"]):
+            for future in sorted(finished, key=lambda f: point_index(f.result())):
                 yield future.result()
         complete = True
     finally:

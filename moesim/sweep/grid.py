@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ConfigDict, create_model
 
@@ -30,7 +30,8 @@ from moesim.sweep.check import (
     option_rule_notes,
     policy_option_notes,
 )
-from moesim.sweep.params import axes_model, grid_params
+from moesim.sweep.params import GridValue, axes_model, grid_params
+from moesim.sweep.run_point import Task
 from moesim.sweep.values import (
     check_duplicates,
     check_kinds,
@@ -38,6 +39,7 @@ from moesim.sweep.values import (
     check_override_values,
     takes_switch,
 )
+from moesim.typing_ import TOMLValue
 
 __all__ = ["Point", "Grid", "GridTooLarge", "parse_grid", "load_grid", "MAX_GRID_POINTS"]
 
@@ -54,9 +56,9 @@ class Point:
 
     index: int
     id: str
-    params: dict[str, Any]
+    params: dict[str, GridValue]
 
-    def task(self, workload: str) -> dict[str, Any]:
+    def task(self, workload: str) -> Task:
         """Plain picklable data for a worker."""
         return {"workload": workload, "index": self.index, "id": self.id, "params": dict(self.params)}
 
@@ -65,8 +67,8 @@ class Point:
 class Grid:
     workload: str
     source: str
-    fixed: dict[str, Any]
-    axes: dict[str, list[Any]]
+    fixed: dict[str, GridValue]
+    axes: dict[str, list[GridValue]]
     points: tuple[Point, ...]
     hash: str
 
@@ -87,13 +89,13 @@ class GridTooLarge(InputError):
     """The grid has more points than the caller accepts (``max_points``): the CLI adds an estimate
     of the time and asks for ``--yes`` or ``--max-points``."""
 
-    def __init__(self, points: int, limit: int, workload: str, first: dict[str, Any], source: str) -> None:
+    def __init__(self, points: int, limit: int, workload: str, first: dict[str, GridValue], source: str) -> None:
         self.points, self.limit, self.workload, self.first = points, limit, workload, first
         super().__init__("grid", f"has {points:,} points, more than {limit:,}", show_value=False, source=source)
 
 
-def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _flatten(table: dict[str, TOMLValue], prefix: str = "") -> dict[str, TOMLValue]:
+    out: dict[str, TOMLValue] = {}
     for key, value in table.items():
         if isinstance(value, dict):
             out.update(_flatten(value, f"{prefix}{key}."))
@@ -102,7 +104,7 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _split(section: str, table: Any, source: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _split(section: str, table: TOMLValue, source: str) -> tuple[dict[str, TOMLValue], dict[str, TOMLValue]]:
     """(plain parameters, dotted device overrides) of one section (the overrides' names and values
     are checked once the device is known: :mod:`moesim.sweep.values`)."""
     if not isinstance(table, dict):
@@ -113,7 +115,7 @@ def _split(section: str, table: Any, source: str) -> tuple[dict[str, Any], dict[
     return plain, overrides
 
 
-def _point_id(params: dict[str, Any]) -> str:
+def _point_id(params: Mapping[str, GridValue]) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -122,20 +124,23 @@ def _point_id(params: dict[str, Any]) -> str:
 _DECODE_RENAMED = {"spec": "selector"}
 
 
-def _renamed_decode(data: dict[str, Any], fixed: dict[str, Any], axes: dict[str, Any]) -> dict[str, Any]:
+def _renamed_decode(data: dict[str, TOMLValue], fixed: dict[str, TOMLValue], axes: dict[str, TOMLValue]
+                    ) -> dict[str, TOMLValue]:
     """Rename old decode parameter names in place in ``fixed``/``axes`` and in the raw ``data``."""
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    out: dict[str, TOMLValue] = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for table in (fixed, axes, out.get("fixed", {}), out.get("axes", {})):
         for old, new in _DECODE_RENAMED.items():
-            if old in table and new not in table:
+            if isinstance(table, dict) and old in table and new not in table:
                 deprecated(f"grid parameter {old!r}", repr(new))
                 table[new] = table.pop(old)
     return out
 
 
-def _tables(data: dict[str, Any], source: str) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any],
-                                                        dict[str, Any], dict[str, Any]]:
-    """(workload, plain fixed, fixed overrides, plain axes, axis overrides, data with old names renamed)."""
+def _tables(data: dict[str, TOMLValue], source: str) -> tuple[str, dict[str, TOMLValue], dict[str, TOMLValue],
+                                                              dict[str, list[TOMLValue]], dict[str, list[TOMLValue]],
+                                                              dict[str, list[TOMLValue]]]:
+    """(workload, plain fixed, fixed overrides, plain axes, axis overrides, every axis in the file's
+    order with old names renamed)."""
     unknown = sorted(set(data) - {"fixed", "axes"})
     if unknown:
         raise InputError(unknown[0], "is not a known table (use [fixed] and [axes])", show_value=False, source=source)
@@ -144,23 +149,37 @@ def _tables(data: dict[str, Any], source: str) -> tuple[str, dict[str, Any], dic
     workload = fixed.pop("workload", None)
     if workload is None:
         raise InputError("fixed.workload", f"is required ({_WORKLOAD_NAMES})", show_value=False, source=source)
-    if workload not in WORKLOADS:
+    if not isinstance(workload, str) or workload not in WORKLOADS:
         raise InputError("fixed.workload", f"must be {_WORKLOAD_NAMES}", workload, source=source)
     if workload == "decode":
         data = _renamed_decode(data, fixed, axes)
+    lists: dict[str, list[TOMLValue]] = {}
     for name, values in {**axes, **axes_over}.items():
         if not isinstance(values, list):
             raise InputError(f"axes.{name}", "must be a list of values", values, source=source)
         if not values:
             raise InputError(f"axes.{name}", "must be a non-empty list", values, source=source)
-    return workload, fixed, fixed_over, axes, axes_over, data
+        lists[name] = values
+    table = data.get("axes", {})
+    all_axes = {k: v for k, v in _flatten(table if isinstance(table, dict) else {}).items() if isinstance(v, list)}
+    return workload, fixed, fixed_over, {k: lists[k] for k in axes}, {k: lists[k] for k in axes_over}, all_axes
 
 
-def _check_grid(workload: str, fixed: dict[str, Any], fixed_over: dict[str, Any], axes: dict[str, Any],
-                axes_over: dict[str, Any], all_axes: dict[str, list[Any]], source: str) -> None:
+def _checked(value: TOMLValue) -> GridValue:
+    """A value the grid's checks let through: a number, a name or a switch (a parameter's kind or a
+    profile override's number; never a table, a list or a date)."""
+    assert isinstance(value, (str, int, float, bool)), value
+    return value
+
+
+def _check_grid(workload: str, fixed: dict[str, TOMLValue], fixed_over: dict[str, TOMLValue],
+                axes: dict[str, list[TOMLValue]], axes_over: dict[str, list[TOMLValue]],
+                all_axes: dict[str, list[TOMLValue]],
+                source: str) -> tuple[dict[str, GridValue], dict[str, list[GridValue]]]:
     """Every check of the values, in the order a reader would fix them: each value's kind, the
     parameters' names and ranges, duplicates, the device overrides, one run built for every value,
-    then options that no point reads (:mod:`moesim.sweep.values`, :mod:`moesim.sweep.check`)."""
+    then options that no point reads (:mod:`moesim.sweep.values`, :mod:`moesim.sweep.check`).
+    Returns every fixed value and every axis, as checked."""
     params_model = grid_params(workload)
     _no_booleans({n for n, f in params_model.model_fields.items() if takes_switch(f.annotation)}, fixed, axes, source)
     check_kinds(params_model, fixed, axes, source)
@@ -172,25 +191,26 @@ def _check_grid(workload: str, fixed: dict[str, Any], fixed_over: dict[str, Any]
     checked = validate_data(grid_model, {"fixed": fixed, "axes": axes}, source=source)
     normal = checked.model_dump()["axes"]
     check_duplicates(workload, {name: normal[name] for name in axes}, axes, source)
-    all_fixed = {**fixed, **fixed_over}
-    _check_names(workload, all_fixed, all_axes, source)
+    raw_fixed = {**fixed, **fixed_over}
+    _check_names(workload, raw_fixed, all_axes, source)
     check_override_values(fixed_over, axes_over, source)
-    check_duplicates(workload, {k: [float(x) for x in v] for k, v in axes_over.items()}, axes_over, source)
-    check_policy_options(workload, all_fixed, all_axes, source)
-    check_values(workload, all_fixed, all_axes, source)
-    check_option_rules(workload, all_fixed, all_axes, source)
+    check_duplicates(workload, {k: [float(_checked(x)) for x in v] for k, v in axes_over.items()}, axes_over, source)
+    all_fixed = {k: _checked(v) for k, v in raw_fixed.items()}
+    every_axis = {k: [_checked(x) for x in v] for k, v in all_axes.items()}
+    check_policy_options(workload, all_fixed, every_axis, source)
+    check_values(workload, all_fixed, every_axis, source)
+    check_option_rules(workload, all_fixed, every_axis, source)
+    return all_fixed, every_axis
 
 
-def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | None = None) -> Grid:
+def parse_grid(data: dict[str, TOMLValue], source: str = "grid", max_points: int | None = None) -> Grid:
     """Validate grid data (a parsed TOML document) and expand it into points.
 
     Every value is checked before anything runs (:func:`_check_grid`); a grid of over
     :data:`MAX_GRID_POINTS` points is refused before it is expanded, and one of over
     ``max_points`` raises :class:`GridTooLarge`."""
-    workload, fixed, fixed_over, axes, axes_over, data = _tables(data, source)
-    all_fixed = {**fixed, **fixed_over}
-    all_axes: dict[str, list[Any]] = _flatten(data.get("axes", {}))
-    _check_grid(workload, fixed, fixed_over, axes, axes_over, all_axes, source)
+    workload, fixed, fixed_over, axes, axes_over, raw_axes = _tables(data, source)
+    all_fixed, all_axes = _check_grid(workload, fixed, fixed_over, axes, axes_over, raw_axes, source)
     size = grid_size(all_axes)
     if size > MAX_GRID_POINTS:
         raise InputError("grid", f"has {size:,} points, more than the {MAX_GRID_POINTS:,} a sweep can expand "
@@ -209,7 +229,8 @@ def parse_grid(data: dict[str, Any], source: str = "grid", max_points: int | Non
                 hash=hashlib.sha256(digest.encode()).hexdigest()[:16])
 
 
-def _no_booleans(switches: set[str], fixed: dict[str, Any], axes: dict[str, Any], source: str) -> None:
+def _no_booleans(switches: set[str], fixed: dict[str, TOMLValue], axes: dict[str, list[TOMLValue]], source: str
+                 ) -> None:
     """TOML ``true`` is not a count: pydantic's lax mode would read it as 1 (``switches``: the
     parameters that do take true or false)."""
     for name, value in fixed.items():
@@ -243,24 +264,26 @@ def _check_overrides(workload: str, points: list[Point], source: str) -> None:
                              show_value=False, source=source) from None
 
 
-def _values(name: str, fixed: dict[str, Any], axes: dict[str, list[Any]], default: Any) -> list[Any]:
+def _values(name: str, fixed: Mapping[str, TOMLValue], axes: Mapping[str, list[TOMLValue]], default: str
+            ) -> list[TOMLValue]:
     if name in axes:
         return list(axes[name])
     return [fixed.get(name, default)]
 
 
-def _check_names(workload: str, fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
+def _check_names(workload: str, fixed: Mapping[str, TOMLValue], axes: Mapping[str, list[TOMLValue]], source: str
+                 ) -> None:
     """Models and devices must exist and overrides must name profile fields (fail before running)."""
     defaults = grid_params(workload).model_fields
     for i, model in enumerate(_values("model", fixed, axes, defaults["model"].default)):
         try:
-            load_model(model)
+            load_model(str(model))
         except InputError as exc:
             where = f"axes.model[{i}]" if "model" in axes else "fixed.model"
             raise InputError(where, f"is not a known model ({exc})", model, source=source) from None
     for device in _values("device", fixed, axes, defaults["device"].default):
         try:
-            profile = load_profile(device)
+            profile = load_profile(str(device))
         except InputError as exc:
             raise InputError("device", f"is not a known device ({exc})", device, source=source) from None
         check_override_names(profile, fixed, axes, source)

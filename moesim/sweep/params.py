@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import types
 import typing
-from typing import Any
+from typing import Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -21,7 +21,11 @@ from moesim.config.base import Frozen
 from moesim.config.schema import Param, surface_params
 from moesim.simulate import WORKLOADS
 
-__all__ = ["grid_params", "axes_model", "kind_of"]
+__all__ = ["grid_params", "axes_model", "kind_of", "GridValue"]
+
+#: one value of a grid's ``[fixed]`` table or of an axis, once the grid is checked: a number, a name
+#: or a switch (a parameter's kind; TOML has no null, so a value not given is absent, not None)
+GridValue: TypeAlias = str | int | float | bool
 
 
 def _loose(annotation: Any) -> Any:

@@ -7,7 +7,8 @@ Nested metric dicts are flattened with dots (``memory_GiB.arena``); lists become
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict
 
 from moesim._version import __version__
 from moesim.config.base import field_default
@@ -20,8 +21,19 @@ from moesim.config.specdecode import SpecDecodeRun
 from moesim.errors import InputError
 from moesim.results import flatten_metrics
 from moesim.simulate import WORKLOADS
+from moesim.sweep.params import GridValue
+from moesim.typing_ import JSONValue, Scalar
 
-__all__ = ["run_point", "build_run"]
+__all__ = ["run_point", "build_run", "Task", "point_index"]
+
+
+class Task(TypedDict):
+    """One point as plain picklable data for a worker (:meth:`moesim.sweep.grid.Point.task`)."""
+
+    workload: str
+    index: int
+    id: str
+    params: dict[str, GridValue]
 
 
 def _profile(device: str, overrides: dict[str, float]) -> AnyProfile:
@@ -32,7 +44,7 @@ def _profile(device: str, overrides: dict[str, float]) -> AnyProfile:
 Run = PrefillRun | SpecDecodeRun | DecodeRun
 
 
-def build_run(workload: str, params: dict[str, Any], overrides: dict[str, float]) -> Run:
+def build_run(workload: str, params: Mapping[str, GridValue], overrides: dict[str, float]) -> Run:
     """The validated run of one point (no simulation; its device profile is of the workload's kind):
     what a point runs, and what the grid checks for every value before any point runs. A parameter
     of a section applies to the kinds that take it and is ignored by the others (a policy option
@@ -44,17 +56,17 @@ def build_run(workload: str, params: dict[str, Any], overrides: dict[str, float]
     return run
 
 
-def _simulate(workload: str, params: dict[str, Any], overrides: dict[str, float]) -> dict[str, Any]:
+def _simulate(workload: str, params: Mapping[str, GridValue], overrides: dict[str, float]) -> dict[str, JSONValue]:
     return WORKLOADS[workload].simulate(build_run(workload, params, overrides)).to_dict()
 
 
-def run_point(task: dict[str, Any]) -> dict[str, Any]:
+def run_point(task: Task) -> dict[str, Scalar]:
     """Simulate one point. A run the inputs make impossible (a budget below the minimum,
     a model that does not fit) is a result: ``status = "error"`` and the message."""
-    params: dict[str, Any] = task["params"]
+    params = task["params"]
     plain = {k: v for k, v in params.items() if "." not in k}
     overrides = {k: float(v) for k, v in params.items() if "." in k}
-    row: dict[str, Any] = {**params, "workload": task["workload"], "point.index": task["index"],
+    row: dict[str, Scalar] = {**params, "workload": task["workload"], "point.index": task["index"],
                            "point.id": task["id"]}
     wall0 = time.perf_counter()
     try:
@@ -63,7 +75,7 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
         row.update(flatten_metrics(metrics))
     except InputError as exc:
         try:
-            digest: str | None = profile_hash(_profile(plain.get("device", _default_device(task)), overrides))
+            digest: str | None = profile_hash(_profile(str(plain.get("device", _default_device(task))), overrides))
         except InputError:     # the overrides themselves are invalid: the row says why, no hash
             digest = None
         row.update({"status": "error", "error": str(exc), "config.moesim_version": __version__,
@@ -72,6 +84,13 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _default_device(task: dict[str, Any]) -> str:
+def point_index(row: Mapping[str, JSONValue]) -> int:
+    """The index of the point a row (or a part read back) is of."""
+    index = row["point.index"]
+    assert isinstance(index, int), index
+    return index
+
+
+def _default_device(task: Task) -> str:
     device: str = field_default(WORKLOADS[task["workload"]].run_type, "device")
     return device

@@ -16,6 +16,7 @@ from moesim.sweep.executors import default_workers, run_dask, run_processes, run
 from moesim.sweep.grid import Grid
 from moesim.sweep.lock import sweep_lock
 from moesim.sweep.store import PartStore
+from moesim.typing_ import Scalar
 
 __all__ = ["SweepReport", "SweepStopped", "run_sweep"]
 
@@ -67,7 +68,7 @@ def _run_locked(grid: Grid, store: PartStore, workers: int | None, scheduler: An
         used = min(n_workers, len(tasks))     # no more processes than points
         rows, executor = run_processes(tasks, used), f"{used} local processes"
     t0 = time.perf_counter()
-    rows_gen: Generator[dict[str, Any], None, None] = rows
+    rows_gen: Generator[dict[str, Scalar], None, None] = rows
     ran = 0
     stream = track(rows, "sweep", progress, total=len(grid.points), completed=len(done))
     try:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -21,6 +21,8 @@ from moesim.errors import InputError, MoesimError
 from moesim.files import atomic_path, write_json_atomic, write_text_atomic
 from moesim.inputs import exists, is_dir, is_regular, parse_json, read_input
 from moesim.sweep.grid import Grid
+from moesim.sweep.run_point import point_index
+from moesim.typing_ import JSONValue, Scalar
 
 __all__ = ["PartStore", "PartsLost", "parts_dir", "WALL_CLOCK_COLUMNS", "consolidate"]
 
@@ -38,7 +40,7 @@ def parts_dir(out: str | Path) -> Path:
     return out.with_name(out.name + ".parts")
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: Scalar) -> Scalar:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
@@ -103,19 +105,19 @@ class PartStore:
             out.add(int(path.stem.removeprefix("part-")))
         return out
 
-    def write(self, row: dict[str, Any]) -> None:
+    def write(self, row: Mapping[str, Scalar]) -> None:
         """Append one finished point durably (fsync, then an atomic rename)."""
         write_text_atomic(json.dumps({k: _clean(v) for k, v in row.items()}, sort_keys=True),
-                          self._part(int(row["point.index"])), durable=True)
+                          self._part(point_index(row)), durable=True)
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[dict[str, JSONValue]]:
         rows = [_read_json(p) for p in sorted(self.dir.glob("part-*.json"))]
-        return sorted(rows, key=lambda r: int(r["point.index"]))
+        return sorted(rows, key=point_index)
 
     def finish(self) -> pd.DataFrame:
         """Consolidate every part into ``out`` (sorted by point index), then remove the parts."""
         rows = self.rows()
-        indices = [int(r["point.index"]) for r in rows]
+        indices = [point_index(r) for r in rows]
         if indices != list(range(len(self.grid.points))):     # a part removed by hand while the sweep ran
             missing = sorted(set(range(len(self.grid.points))) - set(indices))
             raise PartsLost(f"{self.dir} lost {len(missing)} finished points while the sweep ran (first: point "
@@ -127,7 +129,7 @@ class PartStore:
         return frame
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> dict[str, JSONValue]:
     """A part or the manifest; one that is not moesim's JSON (edited or damaged by hand: moesim
     writes them whole), or not a regular file (a FIFO is never waited on), is named with what
     to do, not trusted."""
@@ -149,7 +151,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return parsed
 
 
-def consolidate(rows: list[dict[str, Any]], grid: Grid) -> pd.DataFrame:
+def consolidate(rows: list[dict[str, JSONValue]], grid: Grid) -> pd.DataFrame:
     """Rows -> DataFrame: inputs in grid order, point columns, status, then metrics by name."""
     first = grid.columns + ["workload", "point.index", "point.id", "status", "error"]
     rest = sorted({k for r in rows for k in r} - set(first))

@@ -18,6 +18,7 @@ import json
 import math
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -25,6 +26,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from moesim.config.profiles import AnyProfile, check_override_key
 from moesim.config.specdecode import Predictor, parse_predictor
 from moesim.errors import InputError, format_value
+from moesim.typing_ import TOMLValue
 
 __all__ = ["takes_switch", "check_kinds", "check_duplicates", "check_override_names", "check_override_values"]
 
@@ -106,7 +108,8 @@ def _numeric(text: str) -> bool:
     return True
 
 
-def check_kinds(params: type[BaseModel], fixed: dict[str, Any], axes: dict[str, list[Any]], source: str) -> None:
+def check_kinds(params: type[BaseModel], fixed: Mapping[str, TOMLValue], axes: Mapping[str, list[TOMLValue]],
+                source: str) -> None:
     """Every known parameter's value (each one of an axis) is of the kind its field takes."""
     fields = params.model_fields
     for name, value in fixed.items():
@@ -144,7 +147,8 @@ def check_duplicates(workload: str, normal: dict[str, list[Any]], raw: dict[str,
                                  show_value=False, source=source)
 
 
-def check_override_names(profile: AnyProfile, fixed: dict[str, Any], axes: dict[str, Any], source: str) -> None:
+def check_override_names(profile: AnyProfile, fixed: Mapping[str, object], axes: Mapping[str, object], source: str
+                         ) -> None:
     """Each dotted name is ``SECTION.FIELD`` of one number of ``profile`` (a grid's ``--set``)."""
     for key in [*fixed, *axes]:
         if "." in key:
@@ -155,7 +159,7 @@ def check_override_names(profile: AnyProfile, fixed: dict[str, Any], axes: dict[
                 raise InputError(str(exc), "", show_value=False, source=source) from None
 
 
-def check_override_values(fixed: dict[str, Any], axes: dict[str, Any], source: str) -> None:
+def check_override_values(fixed: Mapping[str, TOMLValue], axes: Mapping[str, TOMLValue], source: str) -> None:
     """Each profile override is a finite number (one number of an axis each)."""
     for section, table in (("fixed", fixed), ("axes", axes)):
         for key, value in table.items():

@@ -45,7 +45,7 @@ _FORMAT = {"gpt-oss-120b": "MXFP4", "qwen3-30b-a3b": "Q4_K", "lfm2.5-8b-a1b": "Q
 @cache
 def _run(model: str, cache_mib: float | None, policy: str = "lru", queue_depth: int = 4,
          backend: str = "cpu", tokens: int = 96) -> dict[str, Any]:
-    data: dict[str, Any] = {"model": model, "tokens": tokens, "context": 64, "warmup_tokens": 32,
+    data: dict[str, object] = {"model": model, "tokens": tokens, "context": 64, "warmup_tokens": 32,
                             "cache_policy": policy, "queue_depth": queue_depth, "backend": backend,
                             "expert_format": _FORMAT.get(model, "Q4_0") if backend == "cpu" else "Q4_0"}
     if policy in ("lru", "mmap"):

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from moesim.errors import MoesimError
-from moesim.validate.registry import Case
+from moesim.validate.registry import Case, Expectation
 
 __all__ = ["host_cases", "remeasure_host"]
 
@@ -108,7 +108,7 @@ _WHY_MODEL = ("committed measurement: even at the runs' own disk rate one case (
               f"Q=3, after-routing) misses, makespan by 11% and its bubble by more than 5 points ({_DISK})")
 
 
-def _expect(name: str, check: str) -> dict[str, Any]:
+def _expect(name: str, check: str) -> Expectation:
     if check not in _MISSES.get(name, ()):
         return {}
     return {"expect": "miss", "why": _WHY_MODEL if check.endswith("given-io") else _WHY_DISK}

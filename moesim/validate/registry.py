@@ -17,16 +17,24 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from moesim.errors import MoesimError, ToolMissingError
+from moesim.typing_ import JSONValue
 
-__all__ = ["Case", "CaseResult", "Expect", "Status", "evaluate", "iter_results", "run_cases", "group_of"]
+__all__ = ["Case", "CaseResult", "Expect", "Expectation", "Status", "evaluate", "iter_results", "run_cases", "group_of"]
 
 #: what a case is recorded to do: pass, miss its figure (known and explained), or either (timed here)
 Expect = Literal["pass", "miss", "varies"]
 #: a result against its record; "regression" and "error" make ``moesim validate`` exit 1
 Status = Literal["pass", "now passes", "known miss", "regression", "error", "skipped"]
+
+
+class Expectation(TypedDict, total=False):
+    """A case's ``expect`` and ``why`` where they are not a plain pass (``Case(..., **expectation)``)."""
+
+    expect: Expect
+    why: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,8 +95,8 @@ class CaseResult:
             return f"{self.low:.4g}-{self.high:.4g}"
         return f"{self.reference:.4g}"
 
-    def to_dict(self) -> dict[str, Any]:
-        ref: dict[str, Any] = {"value": self.reference, "source": self.source}
+    def to_dict(self) -> dict[str, JSONValue]:
+        ref: dict[str, JSONValue] = {"value": self.reference, "source": self.source}
         if self.tolerance_kind == "range":
             ref.update({"low": self.low, "high": self.high})
         return {"name": self.name, "reference": ref,

@@ -24,7 +24,7 @@ from moesim.simulate.specdecode import simulate_specdecode
 from moesim.traces.paths import shared_traces_dir
 from moesim.traces.sources import REAL_SOURCES
 from moesim.traces.trace import RoutingTrace
-from moesim.validate.registry import Case
+from moesim.validate.registry import Case, Expectation
 from moesim.validate.specdecode_table3 import batch4_cases, deepseek_cases
 
 __all__ = ["specdecode_cases", "prediction_rows", "qwen3_synthetic_rows", "QWEN3_PUBLISHED", "KEYS"]
@@ -49,7 +49,7 @@ def _value(metric: str) -> float:
     return float(m)
 
 
-def _trace_expect() -> dict[str, Any]:
+def _trace_expect() -> Expectation:
     """Without the real trace the cases replay a synthetic stand-in: they may pass or miss."""
     if not _stand_in():
         return {}

@@ -15,7 +15,9 @@ from moesim.errors import InputError
 from moesim.progress import track
 
 if TYPE_CHECKING:
-    from moesim.autoconfig.run import QueueDepth
+    from moesim.autoconfig.run import AutoconfigCase as Case
+    from moesim.autoconfig.run import Exhaustive, QueueDepth
+    from moesim.policies.prefill.search import Choice, StreamSetting
 
 __all__ = ["autoconfig"]
 
@@ -52,10 +54,8 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
                prefetch: str, queue_depth_opt: QueueDepth, verify: bool, plot: str | None, quiet: bool,
                as_json: bool) -> None:
     """Choose group size, bank count and queue depth under a memory budget (max-plus search)."""
-    from moesim.autoconfig.run import autoconfigure, exhaustive, prepare, queue_depth_of, simulate_config
+    from moesim.autoconfig.run import autoconfigure, prepare
     from moesim.cost.params import check_queue_depth
-    from moesim.cost.uncertainty import budget_warning, interval_over_budget, memory_interval_gib
-    from moesim.units import GiB
 
     gate = cast(Prefetch, prefetch)      # click.Choice admits only PREFETCH_POINTS
     if not math.isfinite(memory_budget_gib) or not 0 < memory_budget_gib <= 1e6:
@@ -65,7 +65,30 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
     if isinstance(queue_depth_opt, int):
         check_queue_depth(queue_depth_opt, case.device)
     choice = autoconfigure(case, memory_budget_gib, gate, queue_depth_opt)
-    cfg = choice.config
+    out = _summary(case, choice, prefetch, queue_depth_opt, tokens, memory_budget_gib)
+    ex = _verify(case, choice, gate, queue_depth_opt, memory_budget_gib, quiet, out) if verify else None
+    if plot:
+        from moesim.autoconfig.plot import plot_tradeoff
+        from moesim.autoconfig.run import queue_depth_of
+
+        plot_tradeoff(case, gate, (memory_budget_gib, choice.ttft_ns / 1e9), plot,
+                      queue_depth_of(case, queue_depth_opt))
+        out["plot"] = plot
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(f"{case.model.name} on {case.device.name}, {tokens} tokens, budget {memory_budget_gib} GiB, "
+               f"prefetch {prefetch}")
+    emit_table(["field", "value"], _table_rows(case, choice, out, ex))
+
+
+def _peak_memory(case: Case, cfg: StreamSetting, memory_budget_gib: float
+                 ) -> tuple[float, tuple[float, float] | None, bool | None]:
+    """The chosen configuration's peak memory (GiB), its interval where the device states an
+    uncertainty, and whether that interval reaches over the budget (warned about once)."""
+    from moesim.cost.uncertainty import budget_warning, interval_over_budget, memory_interval_gib
+    from moesim.units import GiB
+
     peak = (case.base_B + case.profile.arena_B(cfg)) / GiB
     u = case.device.uncertainty
     peak_iv = None if u is None else memory_interval_gib(
@@ -73,7 +96,17 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
     over = interval_over_budget(peak_iv, memory_budget_gib)
     if over and peak_iv is not None:     # docs/autoconfig.md: the choice stands, with one warning
         click.echo("warning: " + budget_warning(peak_iv, memory_budget_gib), err=True)
-    out: dict[str, Any] = {
+    return peak, peak_iv, over
+
+
+def _summary(case: Case, choice: Choice, prefetch: str, queue_depth_opt: QueueDepth, tokens: int,
+             memory_budget_gib: float) -> dict[str, Any]:
+    """The JSON record of the choice (the table prints a part of it)."""
+    from moesim.autoconfig.run import queue_depth_of
+
+    cfg = choice.config
+    peak, peak_iv, over = _peak_memory(case, cfg, memory_budget_gib)
+    return {
         "config": {"group_size": cfg.group_size, "banks": cfg.banks, "queue_depth": cfg.queue_depth,
                    "prefetch": prefetch},
         "predicted_ttft_s": choice.ttft_ns / 1e9, "fastest_predicted_ttft_s": choice.fastest_ttft_ns / 1e9,
@@ -85,38 +118,39 @@ def autoconfig(model: str, device: str, tokens: int, memory_budget_gib: float, t
         "model": case.model.name, "device": case.device.name, "tokens": tokens, "memory_budget_GiB": memory_budget_gib,
         "trace": {"source": case.provenance.source, "synthetic": case.provenance.synthetic},
     }
-    if verify:
-        show = False if quiet else None
-        ex = exhaustive(case, memory_budget_gib, gate,
-                        progress=lambda cfgs: track(cfgs, "simulating every configuration", show),
-                        queue_depth=queue_depth_opt)
-        chosen_des = simulate_config(case, cfg, gate)
-        select_s = (case.profile.build_ms + choice.selection_ms) / 1e3
-        out.update({"exhaustive_best": {"group_size": ex.best.group_size, "banks": ex.best.banks,
-                                        "queue_depth": ex.best.queue_depth},
-                    "exhaustive_ttft_s": ex.best_ttft_ns / 1e9, "exhaustive_fastest_ttft_s": ex.fastest_ttft_ns / 1e9,
-                    "chosen_des_ttft_s": chosen_des / 1e9, "same_as_exhaustive": ex.best == cfg,
-                    "regret": chosen_des / ex.fastest_ttft_ns - 1.0, "exhaustive_wall_s": ex.wall_s,
-                    "exhaustive_configs": ex.configs, "speedup_vs_exhaustive": ex.wall_s / select_s})
-    if plot:
-        from moesim.autoconfig.plot import plot_tradeoff
 
-        plot_tradeoff(case, gate, (memory_budget_gib, choice.ttft_ns / 1e9), plot,
-                      queue_depth_of(case, queue_depth_opt))
-        out["plot"] = plot
-    if as_json:
-        emit_json(out)
-        return
-    click.echo(f"{case.model.name} on {case.device.name}, {tokens} tokens, budget {memory_budget_gib} GiB, "
-               f"prefetch {prefetch}")
-    rows = [("group_size", cfg.group_size), ("banks", cfg.banks), ("queue_depth", cfg.queue_depth),
-            ("predicted_ttft_s", f"{choice.ttft_ns / 1e9:.4f}"), ("peak_memory_GiB", f"{peak:.3f}"),
-            ("selection_ms", f"{choice.selection_ms:.2f}"), ("profile_ms", f"{case.profile.build_ms:.1f}")]
-    if verify:
+
+def _verify(case: Case, choice: Choice, gate: Prefetch, queue_depth_opt: QueueDepth, memory_budget_gib: float,
+            quiet: bool, out: dict[str, Any]) -> Exhaustive:
+    """``--verify``: simulate every configuration and add the regret of the choice to ``out``."""
+    from moesim.autoconfig.run import exhaustive, simulate_config
+
+    show = False if quiet else None
+    ex = exhaustive(case, memory_budget_gib, gate,
+                    progress=lambda cfgs: track(cfgs, "simulating every configuration", show),
+                    queue_depth=queue_depth_opt)
+    chosen_des = simulate_config(case, choice.config, gate)
+    select_s = (case.profile.build_ms + choice.selection_ms) / 1e3
+    out.update({"exhaustive_best": {"group_size": ex.best.group_size, "banks": ex.best.banks,
+                                    "queue_depth": ex.best.queue_depth},
+                "exhaustive_ttft_s": ex.best_ttft_ns / 1e9, "exhaustive_fastest_ttft_s": ex.fastest_ttft_ns / 1e9,
+                "chosen_des_ttft_s": chosen_des / 1e9, "same_as_exhaustive": ex.best == choice.config,
+                "regret": chosen_des / ex.fastest_ttft_ns - 1.0, "exhaustive_wall_s": ex.wall_s,
+                "exhaustive_configs": ex.configs, "speedup_vs_exhaustive": ex.wall_s / select_s})
+    return ex
+
+
+def _table_rows(case: Case, choice: Choice, out: dict[str, Any], ex: Exhaustive | None) -> list[tuple[str, object]]:
+    cfg = choice.config
+    rows: list[tuple[str, object]] = [
+        ("group_size", cfg.group_size), ("banks", cfg.banks), ("queue_depth", cfg.queue_depth),
+        ("predicted_ttft_s", f"{choice.ttft_ns / 1e9:.4f}"), ("peak_memory_GiB", f"{out['peak_memory_GiB']:.3f}"),
+        ("selection_ms", f"{choice.selection_ms:.2f}"), ("profile_ms", f"{case.profile.build_ms:.1f}")]
+    if ex is not None:
         rows += [("exhaustive_best", f"G={ex.best.group_size} B={ex.best.banks} Q={ex.best.queue_depth}"),
                  ("exhaustive_ttft_s", f"{out['exhaustive_ttft_s']:.4f}"),
                  ("exhaustive_fastest_ttft_s", f"{out['exhaustive_fastest_ttft_s']:.4f}"),
                  ("regret", f"{out['regret']:.4%}"),
                  ("exhaustive_wall_s", f"{ex.wall_s:.2f}"),
                  ("speedup_vs_exhaustive", f"{out['speedup_vs_exhaustive']:.0f}x")]
-    emit_table(["field", "value"], rows)
+    return rows

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from moesim.cli.output import emit_json, emit_table, parse_int_list, writable_path
@@ -10,6 +12,9 @@ from moesim.config.base import field_default
 from moesim.config.prefill import POLICY_NAMES, PrefillRun
 from moesim.errors import InputError, MoesimError
 from moesim.progress import track
+
+if TYPE_CHECKING:
+    from moesim.report.compare import Comparison
 
 __all__ = ["compare"]
 
@@ -62,12 +67,12 @@ def compare(model: str, device: str, devices: str | None, tokens: str, policies:
     invalid --set, a budget that no policy fits); rows that cannot run beside rows that can are
     shown with their reason."""
     from moesim.plotting import check_figure_path
-    from moesim.report.compare import FASTEST_COMPLETED, comparison, default_baseline, global_failure, plot_plane
+    from moesim.report.compare import comparison, default_baseline, global_failure, plot_plane
 
+    protocol = {"page_cache": page_cache_of(warm), "ttft_from": ttft_from}
     if devices is not None:
         from moesim.cli.compare_devices import compare_devices_mode
 
-        protocol = {"page_cache": page_cache_of(warm), "ttft_from": ttft_from}
         _names(policies)
         compare_devices_mode(model, devices, tokens, policies, baseline, memory_budget_gib,
                              parse_overrides(overrides), protocol, seed, plot, quiet, as_json)
@@ -78,7 +83,6 @@ def compare(model: str, device: str, devices: str | None, tokens: str, policies:
     baseline = default_baseline(chosen or POLICY_NAMES) if baseline is None else baseline
     warn_budget_above_device(memory_budget_gib, device, what_if)
     show = False if quiet else None
-    protocol = {"page_cache": page_cache_of(warm), "ttft_from": ttft_from}
     result = comparison(model, device, lengths, chosen, baseline, memory_budget_gib, what_if, seed,
                         progress=lambda runs: track(runs, f"{runs[0].tokens} tokens", show), protocol=protocol)
     rows = result.rows
@@ -91,19 +95,39 @@ def compare(model: str, device: str, devices: str | None, tokens: str, policies:
         emit_json({"model": model, "device": device, "baseline": baseline, **protocol, "rows": rows,
                    "left_out": result.left_out})
         return
+    _print(f"{model} on {device}", baseline, result, warm, ttft_from, plot)
+
+
+def _print(title: str, baseline: str, result: Comparison, warm: bool, ttft_from: str, plot: str | None) -> None:
+    """The text output: a header line, the policies left out, the table, and the plot written."""
+    click.echo(_header(title, baseline, result, warm, ttft_from))
+    if result.left_out:
+        click.echo(result.left_out_line())
+    emit_table(["tokens", "policy", "ttft_s [90%]", "tok/s", "peak_gib", "bubble", "energy_j", "speedup", "mem_ratio",
+                "energy_ratio", "config", "bound"], _table(result))
+    if plot:
+        click.echo(f"wrote {plot}")
+
+
+def _header(title: str, baseline: str, result: Comparison, warm: bool, ttft_from: str) -> str:
+    """The line above the table: what the ratios are taken against, and the protocol."""
+    from moesim.report.compare import FASTEST_COMPLETED
+
     cache = "warm page cache" if warm else "page cache dropped"
     origin = "process launch (load counted)" if ttft_from == "launch" else "the request (load not counted)"
     against = baseline
     if baseline == FASTEST_COMPLETED:
-        picked = {r["tokens"]: r["baseline"] or "none completes" for r in rows}
+        picked = {r["tokens"]: r["baseline"] or "none completes" for r in result.rows}
         against = ("the fastest completed non-offloading policy (" +
                    ", ".join(f"{n} tokens: {p}" for n, p in picked.items()) + ")")
-    click.echo(f"{model} on {device}; speedup, memory and energy ratios against {against} (above 1 = better); "
-               f"[90% interval]; {cache}, TTFT from {origin}")
-    if result.left_out:
-        click.echo(result.left_out_line())
-    table = []
-    for r in rows:
+    return (f"{title}; speedup, memory and energy ratios against {against} (above 1 = better); "
+            f"[90% interval]; {cache}, TTFT from {origin}")
+
+
+def _table(result: Comparison) -> list[tuple[object, ...]]:
+    """One table row per compared run; a run that cannot run shows its reason."""
+    table: list[tuple[object, ...]] = []
+    for r in result.rows:
         if r["error"]:
             table.append((r["tokens"], r["policy"], "-", "-", "-", "-", "-", "-", "-", "-", "-",
                           "cannot run: " + r["error"]))
@@ -118,7 +142,4 @@ def compare(model: str, device: str, devices: str | None, tokens: str, policies:
                       "-" if r["energy_ratio"] is None else f"{r['energy_ratio']:.2f}x",
                       f"G={cfg['group_size']} B={cfg['banks']} Q={cfg['queue_depth']}",
                       r["bound"] + ("" if cfg["fits_device_memory"] else "; exceeds device memory")))
-    emit_table(["tokens", "policy", "ttft_s [90%]", "tok/s", "peak_gib", "bubble", "energy_j", "speedup", "mem_ratio",
-                "energy_ratio", "config", "bound"], table)
-    if plot:
-        click.echo(f"wrote {plot}")
+    return table

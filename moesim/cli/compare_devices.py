@@ -32,6 +32,15 @@ def _check_device_files(names: list[str]) -> None:
             check_input(name, "--devices", "config")
 
 
+def _refuse_policy_options(baseline: str | None, plot: str | None) -> None:
+    """``--baseline`` and ``--plot`` speak of policies of one device: refused under ``--devices``."""
+    if baseline is not None:
+        raise InputError("--baseline", "compares policies; with --devices the first device is the reference",
+                         baseline)
+    if plot is not None:
+        raise InputError("--plot", "draws policies of one device; it is not available with --devices", plot)
+
+
 def compare_devices_mode(model: str, devices: str, tokens: str, policies: str | None, baseline: str | None,
                          memory_budget_gib: float | None, overrides: dict[str, float], protocol: dict[str, str],
                          seed: int, plot: str | None, quiet: bool, as_json: bool) -> None:
@@ -39,11 +48,7 @@ def compare_devices_mode(model: str, devices: str, tokens: str, policies: str | 
     from moesim.report.compare import global_failure
     from moesim.report.compare_devices import compare_devices, parse_devices
 
-    if baseline is not None:
-        raise InputError("--baseline", "compares policies; with --devices the first device is the reference",
-                         baseline)
-    if plot is not None:
-        raise InputError("--plot", "draws policies of one device; it is not available with --devices", plot)
+    _refuse_policy_options(baseline, plot)
     names = parse_devices(devices)
     _check_device_files(names)
     chosen = [p.strip() for p in policies.split(",")] if policies else ["estream"]

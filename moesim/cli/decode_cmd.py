@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -17,7 +15,6 @@ from moesim.config.decode import DecodeRun, ignored_option
 from moesim.config.loading import validate_data
 from moesim.config.schema import unflatten
 from moesim.config.specdecode import DraftTree
-from moesim.cost.uncertainty import budget_warning, interval_over_budget
 from moesim.errors import InputError, deprecated
 from moesim.progress import activity
 from moesim.results import DecodeMetrics
@@ -180,80 +177,16 @@ def decode(model: str, device: str, tokens: int, context: int, cache_GiB: float 
     show = False if quiet else None
     if autoconfig or check or memory_budget_gib is not None:
         given_policy = cache_policy if source("cache_policy") not in (ParameterSource.DEFAULT, None) else None
+        from moesim.cli.decode_autoconfig import decode_autoconfig
+
         with activity(f"decode --autoconfig {run.model}", show):
-            _autoconfig(run, memory_budget_gib, autoconfig, check, timeline, as_json, given_policy)
+            decode_autoconfig(run, memory_budget_gib, autoconfig, check, timeline, as_json, given_policy)
         return
     with activity(f"decode {run.model}, {run.tokens} tokens", show) as update:
         result = simulate_decode(run, progress=update)
     if timeline:
         write_timeline(result.to_chrome_trace(), timeline)
     show_decode(result.metrics, as_json)
-
-
-def _autoconfig(run: DecodeRun, budget: float | None, autoconfig: bool, check: bool, timeline: str | None,
-                as_json: bool, given_policy: str | None) -> None:
-    from moesim.autoconfig.decode import choose, exhaustive, policies_for
-    from moesim.cli.prefill_cmd import warn_budget_above_device
-    from moesim.config.profiles import phone_profile
-
-    if not autoconfig:
-        raise InputError("--autoconfig", "is needed with --memory-budget-gib and --check", False)
-    said = ""
-    if budget is None:     # docs/decode.md: the device's usable DRAM, as a run without --cache-gib has
-        device = phone_profile(run.device, run.overrides)
-        budget = device.memory.usable_GiB
-        said = f"note: memory budget: the {budget:g} GiB usable on {device.name} (no --memory-budget-gib given)"
-    elif not 0 < budget < 1e6:
-        raise InputError("--memory-budget-gib", "must be > 0 GiB and < 1e6" if math.isfinite(budget)
-                         else "must be a finite number (GiB)", budget)
-    else:
-        warn_budget_above_device(budget, run.device, run.overrides)
-    policies = policies_for(run, budget, given_policy)
-    choice = choose(run, budget, policies=policies)
-    result = simulate_decode(choice.run)
-    if timeline:
-        write_timeline(result.to_chrome_trace(), timeline)
-    checked: dict[str, Any] | None = None
-    if check:
-        rows = exhaustive(run, budget, policies)
-        best = max(rows, key=lambda r: r["tokens_per_s"])
-        checked = {"best": best, "simulations": len(rows),
-                   "regret": 1.0 - result.metrics.tokens_per_s / best["tokens_per_s"]}
-    if said:      # printed once the choice is made: an error would be the only line
-        click.echo(said, err=True)
-    iv = result.metrics.peak_memory_GiB_interval
-    over = interval_over_budget(iv, budget)
-    if over and iv is not None:     # the choice stands (its point estimate fits): one warning (docs/decode.md)
-        click.echo("warning: " + budget_warning(iv, budget), err=True)
-    if as_json:
-        emit_json({"choice": {"cache_policy": choice.run.cache_policy, "prefetch": choice.run.prefetch,
-                              "selector": choice.run.selector, "gamma": choice.run.gamma,
-                              "cache_GiB": result.metrics.config.cache_GiB, "simulations": choice.simulations},
-                   "memory_budget_GiB": budget, "policies_searched": list(policies),
-                   "memory_interval_over_budget": over,
-                   "candidates": list(choice.table), "check": checked,
-                   "result": result.metrics.model_dump(mode="json")})
-        return
-    emit_table(["cache", "prefetch", "selector", "gamma", "screened tok/s", "full tok/s"],
-               [(r["cache_policy"], r["prefetch"], r["selector"], r["gamma"] if r["selector"] != "none" else "-",
-                 f"{r['screened_tokens_per_s']:.3f}", "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:.3f}")
-                for r in choice.table])
-    chosen = {"cache_policy": choice.run.cache_policy, "prefetch": choice.run.prefetch, "selector": choice.run.selector,
-              "gamma": choice.run.gamma}
-    click.echo(f"chosen under {budget:g} GiB: {_setting(chosen)}, cache {result.metrics.config.cache_GiB:.2f} GiB "
-               f"({choice.simulations} simulations, cache policies {', '.join(policies)})")
-    if checked is not None:
-        b = checked["best"]
-        click.echo(f"exhaustive check ({checked['simulations']} simulations): best {_setting(b)}, cache "
-                   f"{b['cache_GiB']:.2f} GiB at "
-                   f"{b['tokens_per_s']:.3f} tok/s; regret {checked['regret']:.1%}")
-    show_decode(result.metrics, False)
-
-
-def _setting(s: Mapping[str, object]) -> str:
-    """``lfu cache, prefetch none, selector cache-aware (gamma 3)``: gamma only where there is speculation."""
-    return (f"{s['cache_policy']} cache, prefetch {s['prefetch']}, selector {s['selector']}"
-            + (f" (gamma {s['gamma']})" if s["selector"] != "none" else ""))
 
 
 def show_decode(metrics: DecodeMetrics, as_json: bool) -> None:

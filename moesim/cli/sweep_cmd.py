@@ -13,7 +13,8 @@ from moesim.cli.output import emit_json, emit_table, fmt_num, writable_path
 from moesim.errors import InputError, MoesimError
 
 if TYPE_CHECKING:
-    from moesim.sweep.grid import GridTooLarge
+    from moesim.sweep.grid import Grid, GridTooLarge
+    from moesim.sweep.runner import SweepReport
 
 __all__ = ["sweep", "plot", "summary_rows"]
 
@@ -65,34 +66,14 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
     The grid is checked before any point runs; a grid of over 10,000 points (--max-points) is
     refused, with its size and an estimate of the time, unless --yes is given. Exits with status
     2 when no point ran (the table is still written)."""
-    from moesim.sweep import load_grid, run_sweep
-    from moesim.sweep.grid import GridTooLarge
-    from moesim.sweep.runner import SweepStopped
     from moesim.sweep.store import parts_dir
 
-    if not out.endswith(".parquet"):
-        raise InputError("-o", "must end in .parquet", out)
-    _check_sweep_output(Path(out))
-    if workers is not None and scheduler is not None:
-        raise InputError("--workers", "does not apply with --scheduler (the cluster has its workers)", workers)
-    if yes and max_points is not None:
-        raise InputError("--yes", "excludes --max-points (--yes accepts any size)", show_value=False)
-    try:
-        grid = load_grid(grid_file, None if yes else max_points or CONFIRM_POINTS)
-    except GridTooLarge as exc:
-        raise InputError(grid_file, f"has {exc.points:,} points, more than {exc.limit:,} ({_estimate(exc, workers)}); "
-                         f"rerun with --yes, or --max-points {exc.points}, to run it", show_value=False) from None
+    _check_options(out, workers, scheduler, yes, max_points)
+    grid = _load_grid(grid_file, None if yes else max_points or CONFIRM_POINTS, workers)
     for note in grid.ignored_options():
         click.echo(f"note: {note}", err=True)
     replaced = Path(out).is_file() and not parts_dir(out).exists()
-    try:
-        report = run_sweep(grid, out, workers=workers, scheduler=scheduler, resume=resume,
-                           progress=None if not (quiet or as_json) else False)
-    except KeyboardInterrupt:
-        if not parts_dir(out).is_dir():          # no point had finished: nothing was kept
-            raise SweepStopped("interrupted before any point finished; nothing was kept") from None
-        raise SweepStopped(f"interrupted: the finished points are kept in {parts_dir(out)}; rerun with --resume "
-                           "to run the others") from None
+    report = _run(grid, out, workers, scheduler, resume, progress=None if not (quiet or as_json) else False)
     if replaced:                                 # another grid's results are refused by the store
         click.echo(f"note: {out} held this grid's results of an earlier sweep; they were replaced", err=True)
     frame = report.frame
@@ -103,19 +84,64 @@ def sweep(grid_file: str, out: str, workers: int | None, scheduler: str | None, 
                    "executor": report.executor, "output": out})
         _fail_if_none_ran(frame, out)
         return
-    if not quiet and len(frame) <= _MAX_TABLE_ROWS:
-        headers, rows = summary_rows(frame, grid.columns)
-        emit_table(headers, rows)
-    elif not quiet:
-        for metric in _SHOWN:
-            if metric in frame.columns:
-                s = frame[metric].dropna()
-                click.echo(f"{metric}: min {fmt_num(float(s.min()), 4)}, median {fmt_num(float(s.median()), 4)}, "
-                           f"max {fmt_num(float(s.max()), 4)}")
+    if not quiet:
+        _show_points(frame, grid.columns)
     resumed = f", {report.resumed} from an earlier run" if report.resumed else ""
     click.echo(f"{len(frame)} points ({ok} ok, {len(frame) - ok} error{resumed}); ran {report.ran} in "
                f"{report.wall_s:.1f} s ({report.points_per_s:.1f} points/s) on {report.executor} -> {out}")
     _fail_if_none_ran(frame, out)
+
+
+def _check_options(out: str, workers: int | None, scheduler: str | None, yes: bool, max_points: int | None) -> None:
+    """Refuse an output the sweep cannot keep its parts beside, and options that exclude each other."""
+    if not out.endswith(".parquet"):
+        raise InputError("-o", "must end in .parquet", out)
+    _check_sweep_output(Path(out))
+    if workers is not None and scheduler is not None:
+        raise InputError("--workers", "does not apply with --scheduler (the cluster has its workers)", workers)
+    if yes and max_points is not None:
+        raise InputError("--yes", "excludes --max-points (--yes accepts any size)", show_value=False)
+
+
+def _load_grid(grid_file: str, limit: int | None, workers: int | None) -> Grid:
+    """The checked grid; one of more than ``limit`` points is refused with an estimate of its time."""
+    from moesim.sweep import load_grid
+    from moesim.sweep.grid import GridTooLarge
+
+    try:
+        return load_grid(grid_file, limit)
+    except GridTooLarge as exc:
+        raise InputError(grid_file, f"has {exc.points:,} points, more than {exc.limit:,} ({_estimate(exc, workers)}); "
+                         f"rerun with --yes, or --max-points {exc.points}, to run it", show_value=False) from None
+
+
+def _run(grid: Grid, out: str, workers: int | None, scheduler: str | None, resume: bool,
+         progress: bool | None) -> SweepReport:
+    """Run the sweep; an interrupt says what was kept and how to go on."""
+    from moesim.sweep import run_sweep
+    from moesim.sweep.runner import SweepStopped
+    from moesim.sweep.store import parts_dir
+
+    try:
+        return run_sweep(grid, out, workers=workers, scheduler=scheduler, resume=resume, progress=progress)
+    except KeyboardInterrupt:
+        if not parts_dir(out).is_dir():          # no point had finished: nothing was kept
+            raise SweepStopped("interrupted before any point finished; nothing was kept") from None
+        raise SweepStopped(f"interrupted: the finished points are kept in {parts_dir(out)}; rerun with --resume "
+                           "to run the others") from None
+
+
+def _show_points(frame: pd.DataFrame, columns: list[str]) -> None:
+    """A table of the points, or, for a grid too large to list, the range of each metric."""
+    if len(frame) <= _MAX_TABLE_ROWS:
+        headers, rows = summary_rows(frame, columns)
+        emit_table(headers, rows)
+        return
+    for metric in _SHOWN:
+        if metric in frame.columns:
+            s = frame[metric].dropna()
+            click.echo(f"{metric}: min {fmt_num(float(s.min()), 4)}, median {fmt_num(float(s.median()), 4)}, "
+                       f"max {fmt_num(float(s.max()), 4)}")
 
 
 def _fail_if_none_ran(frame: pd.DataFrame, out: str) -> None:

@@ -12,11 +12,11 @@ import pandas as pd
 
 from moesim.errors import InputError, MoesimError
 from moesim.progress import track
-from moesim.sweep.executors import default_workers, run_dask, run_processes, run_serial
+from moesim.sweep.executors import Row, default_workers, run_dask, run_processes, run_serial
 from moesim.sweep.grid import Grid
 from moesim.sweep.lock import sweep_lock
+from moesim.sweep.run_point import Task
 from moesim.sweep.store import PartStore
-from moesim.typing_ import Scalar
 
 __all__ = ["SweepReport", "SweepStopped", "run_sweep"]
 
@@ -59,16 +59,8 @@ def _run_locked(grid: Grid, store: PartStore, workers: int | None, scheduler: An
         store.discard_if_empty()
         raise
     tasks = [p.task(grid.workload) for p in grid.points if p.index not in done]
-    n_workers = workers or default_workers()
-    if scheduler is not None:
-        rows, executor = run_dask(tasks, scheduler), f"dask {scheduler}"
-    elif n_workers == 1 or len(tasks) <= 1:
-        rows, executor = run_serial(tasks), "this process"
-    else:
-        used = min(n_workers, len(tasks))     # no more processes than points
-        rows, executor = run_processes(tasks, used), f"{used} local processes"
+    rows, executor = _executor(tasks, workers, scheduler)
     t0 = time.perf_counter()
-    rows_gen: Generator[dict[str, Scalar], None, None] = rows
     ran = 0
     stream = track(rows, "sweep", progress, total=len(grid.points), completed=len(done))
     try:
@@ -85,13 +77,25 @@ def _run_locked(grid: Grid, store: PartStore, workers: int | None, scheduler: An
         raise
     finally:
         stream.close()
-        rows_gen.close()
+        rows.close()
     wall = time.perf_counter() - t0
     try:
         frame = store.finish()
     except InputError as exc:            # the Parquet could not be written: every part is kept
         raise _kept(exc, store) from exc
     return SweepReport(frame=frame, ran=ran, resumed=len(done), wall_s=wall, executor=executor)
+
+
+def _executor(tasks: list[Task], workers: int | None, scheduler: Any) -> tuple[Generator[Row, None, None], str]:
+    """The rows of ``tasks`` as they finish, and where they run: a Dask cluster, this process, or
+    a local pool of no more processes than points."""
+    n_workers = workers or default_workers()
+    if scheduler is not None:
+        return run_dask(tasks, scheduler), f"dask {scheduler}"
+    if n_workers == 1 or len(tasks) <= 1:
+        return run_serial(tasks), "this process"
+    used = min(n_workers, len(tasks))     # no more processes than points
+    return run_processes(tasks, used), f"{used} local processes"
 
 
 def _kept(exc: InputError, store: PartStore) -> InputError:

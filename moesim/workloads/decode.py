@@ -103,6 +103,46 @@ class _Loader:
         self.ready: dict[int, int] = {}       # key -> time its read lands (ns)
         self.unused_prefetch: set[int] = set()
 
+    def access(self, keys: list[int], cache: ExpertCache) -> tuple[list[int], list[int]]:
+        """Ask the cache for ``keys`` (logged), count hits, misses and prefetches put to use."""
+        stats = self.stats
+        stats.accesses.append(keys)
+        hits, misses = cache.access(keys)
+        stats.hits += len(hits)
+        stats.misses += len(misses)
+        for k in hits:
+            if k in self.unused_prefetch:
+                stats.prefetch_used += 1
+                self.unused_prefetch.discard(k)
+        for k in misses:
+            self.unused_prefetch.discard(k)
+        return hits, misses
+
+    def issue(self, misses: list[int], layer: int, cache: ExpertCache) -> None:
+        """Start the UFS reads of a layer's misses (whole groups where experts are stored in groups)."""
+        if self.reads.layout is not None:
+            extra = self.start_groups(misses, layer, cache)
+            self.stats.prefetched += len(extra)
+            self.unused_prefetch.update(extra)
+        else:
+            self.start(misses, layer)
+
+    def prefetch_next(self, predicted: list[int], layer: int, cache: ExpertCache) -> None:
+        """Read the experts predicted for ``layer`` (the next one) into the cache."""
+        fetched = cache.prefetch(predicted)
+        self.stats.prefetched += len(fetched)
+        self.unused_prefetch.update(fetched)
+        self.start(fetched, layer)
+
+    def fault(self, layer: int, key: int) -> Generator[Any, Any, None]:
+        """mmap: a synchronous page fault on the compute thread (all of it a bubble)."""
+        reads = self.reads
+        assert reads.fault_readahead_B is not None
+        took = yield from page_fault(self.sim, reads.ufs, reads.fault_readahead_B, reads.expert_B, layer, key)
+        self.stats.io_B += reads.expert_B
+        self.stats.io_busy_ns += took
+        self.stats.bubble_ns += took
+
     def start(self, keys: list[int], layer: int) -> None:
         assert self.ufs is not None
         for key in keys:
@@ -123,74 +163,55 @@ class _Loader:
         return extra
 
 
-def _compute_layer(sim: Sim, unit: ComputeUnit, model: ModelSpec, be: Backend, plan: StepPlan, layer: int,
-                   moe: int, cache: ExpertCache, loader: _Loader, expert_cost: Callable[[int], OpCost],
-                   stats: DecodeStats) -> Generator[Any, Any, None]:
+def _compute_layer(sim: Sim, unit: ComputeUnit, plan: StepPlan, layer: int, moe: int, cache: ExpertCache,
+                   loader: _Loader, expert_cost: Callable[[int], OpCost]) -> Generator[Any, Any, None]:
     routed = plan.experts[moe]
     keys = [k for k, _ in routed]
     tokens = dict(routed)
-    stats.accesses.append(keys)
-    hits, misses = cache.access(keys)
-    stats.hits += len(hits)
-    stats.misses += len(misses)
-    for k in hits:
-        if k in loader.unused_prefetch:
-            stats.prefetch_used += 1
-            loader.unused_prefetch.discard(k)
-    for k in misses:
-        loader.unused_prefetch.discard(k)
+    hits, misses = loader.access(keys, cache)
     if loader.ufs is not None:
-        if loader.reads.layout is not None:
-            extra = loader.start_groups(misses, layer, cache)
-            stats.prefetched += len(extra)
-            loader.unused_prefetch.update(extra)
-        else:
-            loader.start(misses, layer)
+        loader.issue(misses, layer, cache)
         if plan.prefetch is not None and moe + 1 < len(plan.experts):
-            fetched = cache.prefetch(list(plan.prefetch[moe]))
-            stats.prefetched += len(fetched)
-            loader.unused_prefetch.update(fetched)
-            loader.start(fetched, layer + 1)
+            loader.prefetch_next(list(plan.prefetch[moe]), layer + 1, cache)
     # experts compute in order (hits, then misses as issued); consecutive ones whose data is
     # there when they would start run as one operator, and the unit waits for a late read
     batch, batch_ns = OpCost(), 0.0
     for k in hits + misses:
-        if loader.ufs is None and k in misses:
+        fault = loader.ufs is None and k in misses
+        if fault or loader.ready.get(k, 0) > sim.now + ns(batch_ns):
             if batch_ns:
                 yield from unit.run(batch, "experts", layer)
                 batch, batch_ns = OpCost(), 0.0
-            reads = loader.reads
-            assert reads.fault_readahead_B is not None
-            took = yield from page_fault(sim, reads.ufs, reads.fault_readahead_B, reads.expert_B, layer, k)
-            stats.io_B += reads.expert_B
-            stats.io_busy_ns += took
-            stats.bubble_ns += took
-        else:
-            ready = loader.ready.get(k, 0)
-            if ready > sim.now + ns(batch_ns):
-                if batch_ns:
-                    yield from unit.run(batch, "experts", layer)
-                    batch, batch_ns = OpCost(), 0.0
-                if ready > sim.now:
-                    waited = sim.now
-                    stats.late_hits += k in hits
-                    yield sim.env.timeout(ready - sim.now)
-                    sim.recorder.span(waited, sim.now, unit.name, "wait", layer, k)
-                    stats.bubble_ns += sim.now - waited
+            if fault:
+                yield from loader.fault(layer, k)
+            else:
+                yield from _wait(sim, unit, loader, layer, k, k in hits)
         cost = expert_cost(tokens[k])
         batch, batch_ns = batch + cost, batch_ns + cost.total_ns
     if batch_ns:
         yield from unit.run(batch, "experts", layer)
 
 
-def _decode(sim: Sim, model: ModelSpec, be: Backend, unit: ComputeUnit, cache: ExpertCache, loader: _Loader,
-            next_step: Callable[[ExpertCache], StepPlan | None], context: int, warmup_tokens: int,
-            stats: DecodeStats) -> Generator[Any, Any, None]:
+def _wait(sim: Sim, unit: ComputeUnit, loader: _Loader, layer: int, key: int, hit: bool) -> Generator[Any, Any, None]:
+    """Wait for the read of ``key`` to land, if it has not yet: a bubble on the compute unit."""
+    ready = loader.ready.get(key, 0)
+    if ready > sim.now:
+        waited = sim.now
+        loader.stats.late_hits += hit
+        yield sim.env.timeout(ready - sim.now)
+        sim.recorder.span(waited, sim.now, unit.name, "wait", layer, key)
+        loader.stats.bubble_ns += sim.now - waited
+
+
+def _op_costs(model: ModelSpec, be: Backend, expert_B: int
+              ) -> tuple[Callable[[int], OpCost], Callable[[int, int, int], OpCost]]:
+    """The cost of an expert over ``n`` tokens and of a layer's non-FFN operators (``n`` tokens,
+    ``past`` in the KV cache), each computed once per distinct argument."""
     expert_costs: dict[int, OpCost] = {}
 
     def expert_cost(n: int) -> OpCost:   # the expert's weights as stored (Reads.expert_B)
         if n not in expert_costs:
-            expert_costs[n] = ffn_op(n, model.hidden_size, model.moe.expert_intermediate_size, loader.reads.expert_B,
+            expert_costs[n] = ffn_op(n, model.hidden_size, model.moe.expert_intermediate_size, expert_B,
                                      be, expert=True) + OpCost(overhead_ns=be.call_overhead_ns)   # one call each
         return expert_costs[n]
 
@@ -205,6 +226,13 @@ def _decode(sim: Sim, model: ModelSpec, be: Backend, unit: ComputeUnit, cache: E
             non_ffn_costs[key] = total
         return non_ffn_costs[key]
 
+    return expert_cost, non_ffn
+
+
+def _decode(sim: Sim, model: ModelSpec, be: Backend, unit: ComputeUnit, cache: ExpertCache, loader: _Loader,
+            next_step: Callable[[ExpertCache], StepPlan | None], context: int, warmup_tokens: int,
+            stats: DecodeStats) -> Generator[Any, Any, None]:
+    expert_cost, non_ffn = _op_costs(model, be, loader.reads.expert_B)
     generated = 0
     measuring = warmup_tokens == 0
     while (plan := next_step(cache)) is not None:
@@ -216,7 +244,7 @@ def _decode(sim: Sim, model: ModelSpec, be: Backend, unit: ComputeUnit, cache: E
             yield from unit.run(non_ffn(plan.n_tokens, layer, past), "non_ffn", layer)
             moe = layer - model.num_dense_layers
             if moe >= 0:
-                yield from _compute_layer(sim, unit, model, be, plan, layer, moe, cache, loader, expert_cost, stats)
+                yield from _compute_layer(sim, unit, plan, layer, moe, cache, loader, expert_cost)
         yield from unit.run(lm_head_op(model, be, plan.n_tokens), "lm_head", model.num_layers)
         generated += plan.emitted
         if measuring:

@@ -90,13 +90,26 @@ def belady_hits(sets: Iterable[KeySet], capacity: int, *, preload: Iterable[int]
     too_big = max((len(s) for s in order), default=0)
     if too_big > capacity:
         raise InputError("access set size", f"must be <= the cache capacity ({capacity})", too_big)
-    nxt: list[list[int]] = [[] for _ in order]      # nxt[i][j]: next set after i that uses order[i][j]
+    nxt, first = _next_uses(order)
+    for k in cache:
+        cache[k] = first.get(k, len(order))
+    return _counts(_min_replay(order, nxt, cache, capacity))
+
+
+def _next_uses(order: list[list[int]]) -> tuple[list[list[int]], dict[int, int]]:
+    """``nxt[i][j]``: the next set after ``i`` that uses ``order[i][j]`` (``len(order)``: never),
+    and each key's first set."""
+    nxt: list[list[int]] = [[] for _ in order]
     seen: dict[int, int] = {}
     for i in range(len(order) - 1, -1, -1):
         nxt[i] = [seen.get(k, len(order)) for k in order[i]]
         seen.update((k, i) for k in order[i])
-    for k in cache:
-        cache[k] = seen.get(k, len(order))
+    return nxt, seen
+
+
+def _min_replay(order: list[list[int]], nxt: list[list[int]], cache: dict[int, int],
+                capacity: int) -> list[tuple[int, int]]:
+    """Belady's MIN over ``order`` from ``cache`` (resident key -> its next use): (hits, misses) per set."""
     heap = [(-use, k) for k, use in cache.items()]    # farthest next use first; lazy deletion
     heapq.heapify(heap)
     out = []
@@ -115,7 +128,7 @@ def belady_hits(sets: Iterable[KeySet], capacity: int, *, preload: Iterable[int]
             heap = [(-use, k) for k, use in cache.items()]
             heapq.heapify(heap)
         out.append((len(keys) - len(misses), len(misses)))
-    return _counts(out)
+    return out
 
 
 # ----- reference caches: obviously correct, O(capacity) per key, for the tests -------------------

@@ -161,27 +161,7 @@ def replay(inp: ReplayInputs, pol: ReplayPolicy, rng: np.random.Generator) -> Re
             while len(lanes) < pol.batch and queue:
                 i, seg = queue.pop(0)
                 lanes.append(_Lane(seg, seg[0], i))
-            union: Words | None = None
-            accepted = verified = 0
-            roots = [lane.pos for lane in lanes]
-            for lane in lanes:
-                s = step_of[lane.draws]
-                step_of[lane.draws] = s + 1
-                out = speculative_step(pol.step, inp.step, drawn[lane.draws], s, lane.pos, lane.seg,
-                                       lane.seg[1] - 1 - lane.pos, UNIFORM)
-                sets = np.bitwise_or.reduce(out.routed, axis=0)
-                union = sets if union is None else union | sets
-                accepted, verified = accepted + out.drafts, verified + len(out.sources)
-                acc.hits, acc.slots = acc.hits + out.predicted_hits, acc.slots + out.predicted_slots
-                lane.pos += out.drafts + 1
-            assert union is not None
-            acc.context.append(_context(inp, roots))
-            if masks is not None:
-                acc.busiest.append(busiest_group(union, masks, n_layers))
-            acc.active.append(layer_counts(union, n_layers))
-            acc.accepted.append(accepted)
-            acc.verified.append(verified)
-            acc.lanes.append(len(lanes))
+            _step(inp, pol, lanes, drawn, step_of, acc, masks)
             lanes = [lane for lane in lanes if lane.pos < lane.seg[1]]
     ar_active, ar_lanes, ar_context, ar_busiest = _ar_unions(inp, pol) if pol.batch > 1 else (None,) * 4
     return ReplayStats(np.array(acc.active, dtype=np.int64).reshape(-1, n_layers),
@@ -190,3 +170,31 @@ def replay(inp: ReplayInputs, pol: ReplayPolicy, rng: np.random.Generator) -> Re
                        ar_active, ar_lanes, np.array(acc.context, dtype=np.int64), ar_context,
                        np.array(acc.busiest, dtype=np.int64).reshape(-1, n_layers) if masks is not None else None,
                        ar_busiest)
+
+
+def _step(inp: ReplayInputs, pol: ReplayPolicy, lanes: list[_Lane], drawn: dict[int, StepDraws],
+          step_of: dict[int, int], acc: _Acc, masks: Words | None) -> None:
+    """One verification step of every request in ``lanes`` (each advances past what it accepted),
+    recorded in ``acc``: the union of their experts, their drafts, tokens and context."""
+    union: Words | None = None
+    accepted = verified = 0
+    roots = [lane.pos for lane in lanes]
+    for lane in lanes:
+        s = step_of[lane.draws]
+        step_of[lane.draws] = s + 1
+        out = speculative_step(pol.step, inp.step, drawn[lane.draws], s, lane.pos, lane.seg,
+                               lane.seg[1] - 1 - lane.pos, UNIFORM)
+        sets = np.bitwise_or.reduce(out.routed, axis=0)
+        union = sets if union is None else union | sets
+        accepted, verified = accepted + out.drafts, verified + len(out.sources)
+        acc.hits, acc.slots = acc.hits + out.predicted_hits, acc.slots + out.predicted_slots
+        lane.pos += out.drafts + 1
+    assert union is not None
+    n_layers = inp.step.n_layers
+    acc.context.append(_context(inp, roots))
+    if masks is not None:
+        acc.busiest.append(busiest_group(union, masks, n_layers))
+    acc.active.append(layer_counts(union, n_layers))
+    acc.accepted.append(accepted)
+    acc.verified.append(verified)
+    acc.lanes.append(len(lanes))

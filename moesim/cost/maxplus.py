@@ -94,34 +94,21 @@ def _layer(groups: tuple[tuple[bool, int, int], ...], routed: int, gate_t: int, 
     queue_depth = len(slot_free)
     end = routed
     for active, compute_ns, transfer_ns in groups:
-        t = loader
-        if on_demand:
-            if t < end:                             # the compute process asks
-                t = end
-        elif t < gate_t:
-            t = gate_t
+        floor = end if on_demand else gate_t    # the compute process asks / the prefetch gate opens
+        t = loader if loader > floor else floor
         if not active and routed <= t:          # routing known: inactive group skipped
             loader = t
             continue
         acquire = pop(bank_free)
-        if acquire < t:
-            acquire = t
-        loader = acquire
+        loader = acquire = acquire if acquire > t else t
         if not active and routed <= acquire:    # learned while waiting for a bank
             push(bank_free, acquire)
             continue
         slot = slot_free[slot_i]
-        if slot < acquire:
-            slot = acquire
-        read_end = slot + latency
-        if read_end < link_free:
-            read_end = link_free
-        read_end += transfer_ns
-        link_free = read_end
+        start = (slot if slot > acquire else acquire) + latency
+        link_free = read_end = (start if start > link_free else link_free) + transfer_ns
         slot_free[slot_i] = read_end
-        slot_i += 1
-        if slot_i == queue_depth:
-            slot_i = 0
+        slot_i = slot_i + 1 if slot_i + 1 < queue_depth else 0
         if active:
             if end < read_end:
                 end = read_end

@@ -15,6 +15,7 @@ from moesim.config.base import field_choices, field_default
 from moesim.config.decode import DecodeRun, ignored_option
 from moesim.config.loading import validate_data
 from moesim.config.schema import unflatten
+from moesim.config.selectors import needs_predictor
 from moesim.config.specdecode import DraftTree
 from moesim.cost.uncertainty import budget_warning, interval_over_budget
 from moesim.errors import InputError, deprecated
@@ -266,7 +267,7 @@ def show_decode(metrics: DecodeMetrics, as_json: bool) -> None:
     cfg = m["config"]
     spec = "no speculation" if cfg["selector"] == "none" else f"speculation {cfg['selector']} (gamma {cfg['gamma']})"
     pred = cfg["predictor"]
-    uses = cfg["prefetch"] != "none" or cfg["selector"] in ("ecospec", "cache-aware")
+    uses = cfg["prefetch"] != "none" or needs_predictor(cfg["selector"])
     named = (f", predictor {pred['kind']}" + (f" {pred['fraction']:g}" if pred.get("fraction") is not None else "")
              if uses else "")
     click.echo(f"{cfg['model']} on {cfg['device']} ({cfg['backend']}): {cfg['tokens']} tokens after "

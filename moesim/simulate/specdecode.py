@@ -20,6 +20,7 @@ import pandas as pd
 from moesim.config.catalog import load_model
 from moesim.config.device import GPUServerProfile
 from moesim.config.profiles import gpu_profile, profile_hash
+from moesim.config.selectors import needs_predictor
 from moesim.config.specdecode import (
     AccuracyPredictor,
     LearnedPredictor,
@@ -120,8 +121,8 @@ def _draft_s(run: SpecDecodeRun, profile: GPUServerProfile, params: VerifyParams
 def _pred_s(run: SpecDecodeRun) -> tuple[float, str]:
     if run.gamma == 1:
         return 0.0, "none: gamma 1 verifies no draft"
-    if run.selector == "confidence":
-        return 0.0, "none: confidence selection needs no predictor"
+    if not needs_predictor(run.selector):
+        return 0.0, f"none: {run.selector} selection needs no predictor"
     if run.t_pred_ms is not None:
         return run.t_pred_ms / 1e3, "given"
     return DEFAULT_PRED_S, "paper: about 4 ms per step (BRIEF.md section 2)"
@@ -150,7 +151,7 @@ def replay_run(run: SpecDecodeRun, trace: RoutingTrace | None = None, groups: in
     predict: PredictFn | None = None
     pred, choice = resolve_predictor(run, trace)
     use = PredictorUse(kind=pred.kind, used=False, default=choice.default, source=choice.source)
-    if run.selector != "confidence" and run.gamma > 1:
+    if needs_predictor(run.selector) and run.gamma > 1:
         predict, built = _predictor(run, pred, experts, bounds, token_ids, n_exp,
                                     np.random.default_rng(predictor_seed))
         use = PredictorUse(kind=built.kind, used=True, default=choice.default, source=choice.source,
@@ -248,7 +249,7 @@ def _notes(run: SpecDecodeRun, params: VerifyParams, hidden: bool) -> list[str]:
         return []
     what = "every routed expert of every layer is read and computed whatever the routing"
     saves = ("the selection rule changes acceptance only: cost-aware selection cannot save verification time here"
-             if run.selector != "confidence" else "cost-aware selection cannot save verification time here")
+             if needs_predictor(run.selector) else "cost-aware selection cannot save verification time here")
     return [f"{run.model} runs the {params.path.name} path on this runtime: {what}, so T_verify does not depend on "
             f"the union of experts (E); {saves}"]
 

@@ -14,6 +14,7 @@ from moesim.config.base import field_choices, field_default
 from moesim.config.decode import DecodeRun, ignored_option
 from moesim.config.loading import validate_data
 from moesim.config.schema import unflatten
+from moesim.config.selectors import needs_predictor
 from moesim.config.specdecode import DraftTree
 from moesim.errors import InputError, deprecated
 from moesim.progress import activity
@@ -200,7 +201,7 @@ def show_decode(metrics: DecodeMetrics, as_json: bool) -> None:
     cfg = m["config"]
     spec = "no speculation" if cfg["selector"] == "none" else f"speculation {cfg['selector']} (gamma {cfg['gamma']})"
     pred = cfg["predictor"]
-    uses = cfg["prefetch"] != "none" or cfg["selector"] in ("ecospec", "cache-aware")
+    uses = cfg["prefetch"] != "none" or needs_predictor(cfg["selector"])
     named = (f", predictor {pred['kind']}" + (f" {pred['fraction']:g}" if pred.get("fraction") is not None else "")
              if uses else "")
     click.echo(f"{cfg['model']} on {cfg['device']} ({cfg['backend']}): {cfg['tokens']} tokens after "

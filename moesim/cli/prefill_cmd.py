@@ -17,6 +17,7 @@ from moesim.config.profiles import phone_profile
 from moesim.config.schema import unflatten
 from moesim.cost.uncertainty import budget_warning
 from moesim.errors import InputError
+from moesim.policies.prefill.registry import prefill_traits
 from moesim.progress import activity
 from moesim.results import PrefillMetrics
 from moesim.simulate.prefill import simulate_prefill
@@ -178,7 +179,7 @@ def show_prefill(metrics: PrefillMetrics, as_json: bool) -> None:
         click.echo("what-if: " + ", ".join(f"{k}={v:g}" for k, v in sorted(cfg["overrides"].items())))
     click.echo(describe_routing(tr))
     click.echo(describe_protocol(m))
-    if cfg["policy"] in ("estream", "naive", "layer-b2"):
+    if prefill_traits(cfg["policy"]).streams:
         click.echo("G = experts per group (one read, one NPU call), B = banks in the arena, Q = reads in flight; "
                    "bubble = NPU time waiting for experts / expert-phase time")
     def band(key: str, fmt: str) -> str:

@@ -16,7 +16,8 @@ from moesim.config.device import GPUServerProfile
 from moesim.config.loading import validate_data
 from moesim.config.profiles import gpu_profile
 from moesim.config.schema import params, unflatten
-from moesim.config.specdecode import SELECTORS, DraftTree, SpecDecodeRun
+from moesim.config.selectors import needs_predictor, spell_rules
+from moesim.config.specdecode import SELECTORS, DraftTree, SpecDecodeRun, predictor_rules
 from moesim.errors import InputError
 from moesim.plotting import check_figure_path, pyplot, save_figure
 from moesim.progress import activity
@@ -47,13 +48,13 @@ def check_ignored_options(given: set[str], values: Mapping[str, object], selecto
     confidence selection, a draft time at gamma 1, ``--gamma`` beside ``--gamma-sweep``."""
     if sweep and "gamma" in given:
         raise InputError("--gamma", "is replaced by --gamma-sweep's list: give one of them", values["gamma"])
-    # a sweep runs all three rules
-    rule = selector if selector is not None else ("ecospec" if sweep else _default("selector"))
-    if rule == "confidence":
+    # a sweep runs every rule
+    rules = [selector] if selector is not None else (list(SELECTORS) if sweep else [_default("selector")])
+    if not any(needs_predictor(r) for r in rules):
         for name in ("predictor", "epsilon", "t_pred_ms", *_PREDICTOR_PARAMS):
             if name in given:
-                raise InputError("--" + name.replace("_", "-"), "is read only by the cost-aware rules (--selector "
-                                 "ecospec or global-cost), not by confidence selection",
+                raise InputError("--" + name.replace("_", "-"), f"is read only by the cost-aware rules (--selector "
+                                 f"{predictor_rules()}), not by {rules[0]} selection",
                                  values[name])
     if not sweep and "t_draft_ms" in given and values["gamma"] == 1:
         raise InputError("--t-draft-ms", "needs gamma > 1 (gamma 1 verifies no draft)", values["t_draft_ms"])
@@ -72,7 +73,8 @@ def predictor_name(config: Mapping[str, JSONValue]) -> str:
 
 def describe_predictor(info: Mapping[str, JSONValue], config: Mapping[str, JSONValue]) -> str:
     """The predictor line: which one, whether the rule used it, and where a default came from."""
-    used = "" if info["used"] else " (not used: confidence selection and gamma 1 need no predictor)"
+    blind = spell_rules(r for r in SELECTORS if not needs_predictor(r))
+    used = "" if info["used"] else f" (not used: {blind} selection and gamma 1 need no predictor)"
     source = f" [{info['source']}]" if info.get("default") else ""
     return predictor_name(config) + used + source
 

@@ -28,6 +28,7 @@ from moesim.config.draft import (
     parse_routing,
 )
 from moesim.config.schema import Flat, params
+from moesim.config.selectors import DECODE_SELECTOR_NAMES, DecodeSelector, needs_predictor, spell_rules
 from moesim.errors import InputError, MoesimError, deprecated
 from moesim.limits import MAX_DECODE_SLOTS, decode_size_rule
 
@@ -41,10 +42,6 @@ __all__ = ["CachePolicy", "CACHE_POLICY_NAMES", "DecodeSelector", "DECODE_SELECT
 #: page cache (LRU) as the cache, synchronous faults in read-ahead windows.
 CachePolicy = Literal["none", "lru", "lfu", "pinned", "resident", "mmap"]
 CACHE_POLICY_NAMES: tuple[str, ...] = get_args(CachePolicy)
-#: ``cache-aware``: EcoSpec's greedy rule with a cost that knows the cache (a cached expert
-#: costs its compute, a missing one its UFS read as well).
-DecodeSelector = Literal["none", "confidence", "ecospec", "cache-aware"]
-DECODE_SELECTOR_NAMES: tuple[str, ...] = get_args(DecodeSelector)
 DecodePrefetch = Literal["none", "next-layer"]
 DECODE_PREFETCH_NAMES: tuple[str, ...] = get_args(DecodePrefetch)
 
@@ -194,7 +191,9 @@ class DecodeRun(Finite):
 OPTIONS_DEPEND_ON = ("selector", "prefetch", "cache_policy", "read_group_size")
 #: run fields that only speculation reads (the draft tree, the draft, the routing of wrong drafts)
 _SPECULATIVE = ("gamma", "tree", "draft", "routing", "temperature")
-_COST_AWARE = ("ecospec", "cache-aware")
+#: the rules of a speculative decode, and those of them that read the expert predictor
+_RULES = tuple(r for r in DECODE_SELECTOR_NAMES if r != "none")
+_COST_AWARE = tuple(r for r in _RULES if needs_predictor(r))
 
 
 def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], str] = str) -> str | None:
@@ -215,11 +214,11 @@ def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], s
     flat = params(DecodeRun)
     field = flat[name].field if name in flat else name
     if field in _SPECULATIVE and v["selector"] == "none":
-        return f"applies to speculative decoding only (it needs {flag('selector')} confidence, ecospec or cache-aware)"
+        return f"applies to speculative decoding only (it needs {flag('selector')} {spell_rules(_RULES)})"
     if field == "epsilon" and v["selector"] not in _COST_AWARE:
-        return f"is read only by {flag('selector')} ecospec or cache-aware (here {v['selector']})"
+        return f"is read only by {flag('selector')} {spell_rules(_COST_AWARE)} (here {v['selector']})"
     if field == "predictor" and v["prefetch"] == "none" and v["selector"] not in _COST_AWARE:
-        return (f"is read only by {flag('prefetch')} next-layer and by {flag('selector')} ecospec or cache-aware "
+        return (f"is read only by {flag('prefetch')} next-layer and by {flag('selector')} {spell_rules(_COST_AWARE)} "
                 f"(here prefetch {v['prefetch']}, selector {v['selector']})")
     if name in ("pinned_by", "pinned_share") and v["cache_policy"] != "pinned":
         return f"applies to {flag('cache_policy')} pinned only (here {v['cache_policy']})"

@@ -9,7 +9,7 @@ the selection rules, the run, its realistic defaults (:func:`default_predictor`,
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
 
@@ -46,6 +46,7 @@ from moesim.config.draft import (
 )
 from moesim.config.model import FittedDraft
 from moesim.config.schema import Flat, params
+from moesim.config.selectors import SELECTORS, Selector, needs_predictor, spell_rules
 from moesim.errors import MoesimError
 
 __all__ = ["SELECTORS", "Selector", "Temperature", "check_temperature", "DraftTree", "DraftAccuracy",
@@ -55,11 +56,8 @@ __all__ = ["SELECTORS", "Selector", "Temperature", "check_temperature", "DraftTr
            "parse_routing", "FITTED_TOP1_LOGIT", "FITTED_CONTEXT_FREE_SHARE", "MTP_TOP1_LOGIT", "MTP_ACCEPTANCE",
            "MTP_MODELS", "MTP_DEPTH_DRIFT", "MTP_CHAIN_TAU", "MTP_MAX_DEPTH", "mtp_draft",
            "PUBLISHED_PREDICTOR_ACCURACY", "DRAFT_NAMES",
-           "FALLBACK_PREDICTOR_ACCURACY", "default_predictor", "fitted_draft", "OPTIONS_DEPEND_ON", "ignored_option"]
-
-#: The draft selection rules (moesim.policies.specdecode.select): which tree nodes are verified.
-Selector = Literal["confidence", "ecospec", "global-cost"]
-SELECTORS: tuple[Selector, ...] = get_args(Selector)
+           "FALLBACK_PREDICTOR_ACCURACY", "default_predictor", "fitted_draft", "OPTIONS_DEPEND_ON", "predictor_rules",
+           "ignored_option"]
 
 #: The top-k accuracy of the EcoSpec paper's expert predictors (they read the draft's hidden
 #: states): "80% for DeepSeek-V3.1, 82% for Qwen3-235B, 93% for GPT-OSS-120B" (BRIEF.md section 2).
@@ -209,6 +207,11 @@ class SpecDecodeRun(Finite):
 OPTIONS_DEPEND_ON = ("selector", "gamma")
 
 
+def predictor_rules() -> str:
+    """The rules that read the expert predictor, as a message lists them."""
+    return spell_rules(r for r in SELECTORS if needs_predictor(r))
+
+
 def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], str] = str) -> str | None:
     """Why a speculative-decoding run with ``values`` (fields by name; SpecDecodeRun's defaults for
     those missing) does not read option ``name`` (a flat parameter: :func:`moesim.config.schema.params`),
@@ -222,9 +225,9 @@ def ignored_option(name: str, values: Mapping[str, Any], flag: Callable[[str], s
     v = {k: SpecDecodeRun.model_fields[k].default for k in OPTIONS_DEPEND_ON} | dict(values)
     flat = params(SpecDecodeRun)
     field = flat[name].field if name in flat else name
-    if field in ("predictor", "epsilon", "t_pred_ms") and v["selector"] == "confidence":
-        return f"is read only by the cost-aware rules ({flag('selector')} ecospec or global-cost), not by confidence " \
-               "selection"
+    if field in ("predictor", "epsilon", "t_pred_ms") and not needs_predictor(v["selector"]):
+        return f"is read only by the cost-aware rules ({flag('selector')} {predictor_rules()}), not by " \
+               f"{v['selector']} selection"
     if name in ("t_draft_ms", "t_pred_ms") and v["gamma"] == 1:
         return "needs gamma > 1 (gamma 1 verifies no draft)"
     return None

@@ -26,6 +26,7 @@ from moesim.config.prefill import POLICY_NAMES, PrefillRun, build_policy
 from moesim.config.profiles import phone_profile
 from moesim.errors import InputError, MoesimError, NotFittedError
 from moesim.plotting import pyplot, save_figure
+from moesim.policies.prefill.registry import TRAITS
 from moesim.simulate.prefill import simulate_prefill
 
 __all__ = ["COLUMNS", "FASTEST_COMPLETED", "NON_OFFLOADING", "Comparison", "comparison", "compare_policies",
@@ -35,8 +36,8 @@ __all__ = ["COLUMNS", "FASTEST_COMPLETED", "NON_OFFLOADING", "Comparison", "comp
 #: fits the device's memory: the reference of the EStream paper's headline ratios ("faster than
 #: the fastest completed non-offloading baseline")
 FASTEST_COMPLETED = "fastest-completed"
-#: policies that hold every weight in memory (none streams experts from flash)
-NON_OFFLOADING = ("resident", "cpu", "gpu-resident", "qnn-switch")
+#: policies that hold every weight in memory (none streams experts from flash): their traits say so
+NON_OFFLOADING = tuple(kind for kind, traits in TRAITS.items() if traits.holds_every_weight)
 
 COLUMNS = ("tokens", "policy", "ttft_s", "ttft_s_interval", "load_s", "tokens_per_s", "peak_memory_GiB",
            "peak_memory_GiB_interval", "bubble_share", "bound", "energy_j", "energy_j_interval", "tokens_per_j",

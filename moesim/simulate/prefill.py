@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from moesim.config.base import field_default
 from moesim.config.capabilities import PrefillDevice
 from moesim.config.catalog import load_model
 from moesim.config.model import ModelSpec
@@ -20,8 +21,9 @@ from moesim.cost.pipeline import service_times
 from moesim.engine import Sim
 from moesim.errors import InputError
 from moesim.limits import check_prompt_tokens
-from moesim.policies.prefill.memory import base_memory, budget_check, non_arena_memory
-from moesim.policies.prefill.plan import StreamPlan, plan_floor, plan_prefill
+from moesim.policies.prefill.memory import budget_check
+from moesim.policies.prefill.plan import StreamPlan
+from moesim.policies.prefill.registry import base_memory, non_arena_memory, plan_floor, plan_prefill
 from moesim.policies.prefill.search import Choice, build_profile, select
 from moesim.progress import phase
 from moesim.results import PrefillResult
@@ -170,6 +172,6 @@ def _arena_field(run: PrefillRun, plan: StreamPlan) -> tuple[str, Any]:
     """The option the user set that sized the arena: banks, then group size, else the policy."""
     for name in ("banks", "group_size"):
         value = getattr(run.policy, name, None)
-        if value is not None and (name != "group_size" or run.policy.kind != "naive" or value != 1):
+        if value is not None and value != field_default(type(run.policy), name):
             return name, value
     return "policy", plan.policy

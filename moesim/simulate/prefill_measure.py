@@ -18,7 +18,8 @@ from moesim.cost.memory import MemoryBreakdown
 from moesim.cost.params import ufs_params
 from moesim.cost.prefill_energy import Energy, RequestTimes, prefill_energy
 from moesim.cost.uncertainty import interval_over_budget, memory_interval_gib, time_interval_s
-from moesim.policies.prefill.plan import StreamPlan, plan_floor
+from moesim.policies.prefill.plan import StreamPlan
+from moesim.policies.prefill.registry import plan_floor
 from moesim.policies.prefill.search import Choice
 from moesim.results import PrefillConfig, PrefillMetrics, run_config, saved_run
 from moesim.traces.provenance import PromptProvenance

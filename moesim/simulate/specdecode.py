@@ -19,6 +19,7 @@ import numpy.typing as npt
 from moesim.config.catalog import load_model
 from moesim.config.device import GPUServerProfile
 from moesim.config.profiles import gpu_profile, profile_hash
+from moesim.config.selectors import needs_predictor
 from moesim.config.specdecode import (
     AccuracyPredictor,
     LearnedPredictor,
@@ -138,7 +139,7 @@ def _predictor_use(run: SpecDecodeRun, pred: OraclePredictor | AccuracyPredictor
                    token_ids: npt.NDArray[np.int32] | None, n_exp: int,
                    seed: np.random.SeedSequence) -> tuple[PredictFn | None, PredictorUse]:
     """The predictor the rule reads (None: confidence selection, or gamma 1) and the record of it."""
-    if run.selector == "confidence" or run.gamma <= 1:
+    if not needs_predictor(run.selector) or run.gamma <= 1:
         return None, PredictorUse(kind=pred.kind, used=False, default=choice.default, source=choice.source)
     predict, built = _predictor(run, pred, experts, bounds, token_ids, n_exp, np.random.default_rng(seed))
     return predict, PredictorUse(kind=built.kind, used=True, default=choice.default, source=choice.source,
@@ -241,7 +242,7 @@ def _notes(run: SpecDecodeRun, params: VerifyParams, hidden: bool) -> list[str]:
         return []
     what = "every routed expert of every layer is read and computed whatever the routing"
     saves = ("the selection rule changes acceptance only: cost-aware selection cannot save verification time here"
-             if run.selector != "confidence" else "cost-aware selection cannot save verification time here")
+             if needs_predictor(run.selector) else "cost-aware selection cannot save verification time here")
     return [f"{run.model} runs the {params.path.name} path on this runtime: {what}, so T_verify does not depend on "
             f"the union of experts (E); {saves}"]
 

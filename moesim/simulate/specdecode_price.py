@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from moesim.config.device import GPUServerProfile
+from moesim.config.selectors import needs_predictor
 from moesim.config.specdecode import SpecDecodeRun
 from moesim.cost.draft import draft_time_estimate, mtp_draft_time
 from moesim.cost.verify import (
@@ -54,8 +55,8 @@ def draft_s(run: SpecDecodeRun, profile: GPUServerProfile, params: VerifyParams)
 def pred_s(run: SpecDecodeRun) -> tuple[float, str]:
     if run.gamma == 1:
         return 0.0, "none: gamma 1 verifies no draft"
-    if run.selector == "confidence":
-        return 0.0, "none: confidence selection needs no predictor"
+    if not needs_predictor(run.selector):
+        return 0.0, f"none: {run.selector} selection needs no predictor"
     if run.t_pred_ms is not None:
         return run.t_pred_ms / 1e3, "given"
     return DEFAULT_PRED_S, "paper: about 4 ms per step (BRIEF.md section 2)"

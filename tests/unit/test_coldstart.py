@@ -12,7 +12,7 @@ from moesim.config.prefill import POLICY_NAMES, CPUPolicy, EStreamPolicy, MmapPo
 from moesim.config.profiles import load_profile, override_profile
 from moesim.cost.coldstart import LoadRates, load_phase, load_rates, price_load
 from moesim.errors import NotFittedError
-from moesim.policies.prefill.plan import plan_floor, plan_prefill
+from moesim.policies.prefill.registry import plan_floor, plan_prefill
 from moesim.simulate.prefill import simulate_routing
 from moesim.workloads.prefill_cpu import warm_cache
 

@@ -25,7 +25,7 @@ import pytest
 from moesim.config.catalog import load_model
 from moesim.config.prefill import PrefillRun
 from moesim.config.profiles import load_profile
-from moesim.policies.prefill.plan import plan_prefill
+from moesim.policies.prefill.registry import plan_prefill
 
 #: policy -> (io, backend, group_size, banks, queue_depth, gate, skip_inactive, ubatch_tokens,
 #:            groups per MoE layer, arena bytes)

@@ -28,8 +28,8 @@ from moesim.cost.pipeline import service_times
 from moesim.cost.verify import ar_time, comm_time, forward_bytes, runtime_time, verify_params
 from moesim.errors import InputError
 from moesim.limits import check_prompt_tokens
-from moesim.policies.prefill.memory import budget_check, non_arena_memory
-from moesim.policies.prefill.plan import plan_floor
+from moesim.policies.prefill.memory import budget_check
+from moesim.policies.prefill.registry import non_arena_memory, plan_floor
 from moesim.policies.prefill.search import StoredProfile, build_profile, select
 from moesim.simulate.prefill import routing_counts, simulate_routing
 from moesim.traces.sources import prompt_routing

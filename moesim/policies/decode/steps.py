@@ -21,12 +21,12 @@ replay starts again from the first request (reported as ``wrapped``). No SimPy h
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from moesim.config.specdecode import AlternativeRouting, DraftAccuracy, DraftRouting, Selector
+from moesim.config.selectors import SELECTOR_TRAITS
+from moesim.config.specdecode import AlternativeRouting, DraftAccuracy, DraftRouting
 from moesim.policies.decode.cache import ExpertCache
 from moesim.policies.specdecode.bits import Words, pack_sets, words_per_layer
 from moesim.policies.specdecode.predict import PredictFn
@@ -64,11 +64,12 @@ class Speculation:
     miss_weight: float | None
 
 
-def decode_speculation(rule: Literal["confidence", "ecospec", "cache-aware"], *, gamma: int, epsilon: float,
+def decode_speculation(rule: str, *, gamma: int, epsilon: float,
                        shape: TreeShape, draft: DraftAccuracy, routing: DraftRouting, draft_ns: float,
                        miss_weight: float) -> Speculation:
-    """The settings of a decode rule: ``cache-aware`` is the ``ecospec`` selector with the
-    cache-aware cost (``miss_weight``); the other rules price every expert alike.
+    """The settings of a decode rule, from its row of :data:`~moesim.config.selectors.SELECTOR_TRAITS`:
+    the selection it runs, and the cache-aware cost (``miss_weight``) for a rule priced by the cache
+    (``cache-aware``: the ``ecospec`` selection); the other rules price every expert alike.
 
     >>> from moesim.config.specdecode import MixtureRouting
     >>> from moesim.policies.specdecode.tree import tree_shape
@@ -77,9 +78,9 @@ def decode_speculation(rule: Literal["confidence", "ecospec", "cache-aware"], *,
     >>> sp.step.selector, sp.miss_weight
     ('ecospec', 9.0)
     """
-    selector: Selector = "ecospec" if rule == "cache-aware" else rule
-    step = StepSettings(selector=selector, gamma=gamma, epsilon=epsilon, shape=shape, draft=draft, routing=routing)
-    return Speculation(step, draft_ns, miss_weight if rule == "cache-aware" else None)
+    traits = SELECTOR_TRAITS[rule]
+    step = StepSettings(selector=traits.runs, gamma=gamma, epsilon=epsilon, shape=shape, draft=draft, routing=routing)
+    return Speculation(step, draft_ns, miss_weight if traits.prices_by == "cache" else None)
 
 
 def cached_words(resident: frozenset[int] | set[int], n_layers: int, n_experts: int) -> Words:

@@ -1,4 +1,5 @@
-"""A prefill plan's memory outside the arena, and the memory budget's check (moesim.simulate.prefill)."""
+"""A prefill policy's memory outside the arena (its memory formula: each policy's traits name one),
+and the memory budget's check (moesim.simulate.prefill)."""
 
 from __future__ import annotations
 
@@ -7,35 +8,35 @@ from moesim.config.model import ModelSpec, TensorClass
 from moesim.config.prefill import PrefillRun
 from moesim.cost.memory import MemoryBreakdown, prefill_memory
 from moesim.errors import InputError
-from moesim.policies.prefill.plan import plan_floor
 from moesim.units import GiB, MiB
 
-__all__ = ["non_arena_memory", "base_memory", "budget_check"]
+__all__ = ["npu_memory", "llamacpp_memory", "budget_check"]
 
 
-def non_arena_memory(model: ModelSpec, device: PrefillDevice, run: PrefillRun, plan_kind: str,
-                      routed_max: int) -> MemoryBreakdown:
+def npu_memory(model: ModelSpec, device: PrefillDevice, run: PrefillRun, weights_B: int,
+               routed_max: int) -> MemoryBreakdown:
+    """The NPU runtimes: the whole prompt in one pass, every layer's K/V kept unless the run keeps
+    only the current layer's (``kv_retention``)."""
+    runtime_B = int(device.memory.require("runtime_overhead_MiB", device.name) * MiB)
+    return prefill_memory(model, run.tokens, weights_B=weights_B, arena_B=0, runtime_B=runtime_B,
+                          routed_max=routed_max, kv_all_layers=run.kv_retention == "all-layers")
+
+
+def llamacpp_memory(model: ModelSpec, device: PrefillDevice, run: PrefillRun, weights_B: int,
+                    routed_max: int) -> MemoryBreakdown:
+    """The llama.cpp-like runtimes: the activations of one micro-batch (``ubatch_tokens``), the
+    whole prompt's K/V, and with ``source_mapped`` the mapped file beside the repacked copy."""
     runtime_B = int(device.memory.require("runtime_overhead_MiB", device.name) * MiB)
     n = run.tokens
-    weights = plan_floor(plan_kind, model).resident_weights_B
-    if plan_kind in ("cpu", "mmap", "gpu-resident"):
-        ub = getattr(run.policy, "ubatch_tokens", n)
-        mapped = 0
-        if getattr(run.policy, "source_mapped", False):   # the repack copy beside the whole mapped file
-            # GET_ROWS reads an untied token embedding from the mapping (no copy); a tied one is
-            # also the output matrix, which is repacked (llama.cpp PR #20396)
-            embed = 0 if model.tie_word_embeddings else model.bytes_by_class("q4_0").get(TensorClass.EMBEDDING, 0)
-            mapped, weights = weights, weights - embed
-        return prefill_memory(model, min(n, ub), weights_B=weights, arena_B=0, runtime_B=runtime_B,
-                              routed_max=min(routed_max, ub), kv_tokens=n, mapped_B=mapped)
-    return prefill_memory(model, n, weights_B=weights, arena_B=0, runtime_B=runtime_B, routed_max=routed_max,
-                          kv_all_layers=run.kv_retention == "all-layers")
-
-
-def base_memory(model: ModelSpec, device: PrefillDevice, n_tokens: int, routed_max: int) -> MemoryBreakdown:
-    """Memory of an estream prefill outside the arena (resident weights, activations, KV, runtime)."""
-    run = PrefillRun(model=model.name, device=device.name, tokens=n_tokens)
-    return non_arena_memory(model, device, run, "estream", routed_max)
+    ub = getattr(run.policy, "ubatch_tokens", n)
+    weights, mapped = weights_B, 0
+    if getattr(run.policy, "source_mapped", False):   # the repack copy beside the whole mapped file
+        # GET_ROWS reads an untied token embedding from the mapping (no copy); a tied one is
+        # also the output matrix, which is repacked (llama.cpp PR #20396)
+        embed = 0 if model.tie_word_embeddings else model.bytes_by_class("q4_0").get(TensorClass.EMBEDDING, 0)
+        mapped, weights = weights, weights - embed
+    return prefill_memory(model, min(n, ub), weights_B=weights, arena_B=0, runtime_B=runtime_B,
+                          routed_max=min(routed_max, ub), kv_tokens=n, mapped_B=mapped)
 
 
 def budget_check(run: PrefillRun, base: MemoryBreakdown, min_arena_B: int, usable_GiB: float) -> int | None:

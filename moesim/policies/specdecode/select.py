@@ -1,6 +1,7 @@
 """Draft selection rules: which ``gamma`` tree nodes the target verifies (pure functions).
 
-The rule names are :data:`moesim.config.specdecode.Selector` (``SELECTORS`` lists them).
+The rule names are :data:`moesim.config.selectors.Selector` (``SELECTORS`` lists them; what each
+reads is its row of ``SELECTOR_TRAITS`` there); :data:`SELECTIONS` maps each to its function.
 
 Every rule returns a sorted array of node indices that always contains the root (node 0)
 and has ``min(gamma, N)`` nodes. Nodes are in tree order (a parent has a lower index than
@@ -26,17 +27,19 @@ its UFS read, in units of the compute): ``|new & C| + w |new \\ C|``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from moesim.config.specdecode import Selector
+from moesim.config.selectors import Selector
 from moesim.policies.specdecode.bits import Words, set_size
 
 __all__ = ["SelectionCost", "UniformCost", "CacheAwareCost", "UNIFORM", "path_footprints", "select_confidence",
-           "select_global_cost", "select_ecospec", "ecospec_scores", "global_cost_scores", "select_nodes"]
+           "select_global_cost", "select_ecospec", "ecospec_scores", "global_cost_scores", "Selection", "SELECTIONS",
+           "select_nodes"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -147,13 +150,34 @@ def select_ecospec(prob: F64, footprint: Words, root_set: Words, gamma: int, eps
     return np.sort(np.array(chosen, dtype=np.int64)), buffer
 
 
+#: A rule as the step calls it: ``(prob, footprint, root_set, gamma, eps, cost) -> nodes``; ``footprint``
+#: and ``root_set`` are None for a rule that needs no predictor.
+Selection = Callable[[F64, Words | None, Words | None, int, float, SelectionCost], I64]
+
+
+def _confidence(prob: F64, footprint: Words | None, root_set: Words | None, gamma: int, eps: float,
+                cost: SelectionCost) -> I64:
+    return select_confidence(prob, gamma)
+
+
+def _global_cost(prob: F64, footprint: Words | None, root_set: Words | None, gamma: int, eps: float,
+                 cost: SelectionCost) -> I64:
+    assert footprint is not None, "global-cost needs footprints"
+    return select_global_cost(prob, footprint, gamma, eps, cost)
+
+
+def _ecospec(prob: F64, footprint: Words | None, root_set: Words | None, gamma: int, eps: float,
+             cost: SelectionCost) -> I64:
+    assert footprint is not None and root_set is not None, "ecospec needs footprints"
+    return select_ecospec(prob, footprint, root_set, gamma, eps, cost)[0]
+
+
+#: each rule's selection function
+SELECTIONS: dict[Selector, Selection] = {"confidence": _confidence, "ecospec": _ecospec, "global-cost": _global_cost}
+
+
 def select_nodes(rule: Selector, prob: F64, footprint: Words | None, root_set: Words | None, gamma: int,
                  eps: float, cost: SelectionCost) -> I64:
-    """Dispatch on the rule name; ``footprint``/``root_set`` may be None for ``confidence``."""
-    if rule == "confidence":
-        return select_confidence(prob, gamma)
-    assert footprint is not None, f"{rule} needs footprints"
-    if rule == "global-cost":
-        return select_global_cost(prob, footprint, gamma, eps, cost)
-    assert rule == "ecospec" and root_set is not None, rule
-    return select_ecospec(prob, footprint, root_set, gamma, eps, cost)[0]
+    """The nodes rule ``rule`` selects (its :data:`SELECTIONS` function); ``footprint``/``root_set``
+    may be None for a rule that needs no predictor (``confidence``)."""
+    return SELECTIONS[rule](prob, footprint, root_set, gamma, eps, cost)

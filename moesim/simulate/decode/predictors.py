@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 from moesim.config.decode import DecodeRun
+from moesim.config.selectors import needs_predictor
 from moesim.policies.predictors import LayerAheadPredictor
 from moesim.policies.specdecode.build import build_predictor
 from moesim.policies.specdecode.predict import PredictFn, accuracy_table
@@ -60,7 +61,7 @@ def node_predictor(run: DecodeRun, experts: I16, bounds: tuple[tuple[int, int], 
                    rng: np.random.Generator) -> PredictFn | None:
     """A draft's experts for the cost-aware rules: decode's ``learned`` predictor is specdecode's
     (two folds)."""
-    if run.selector not in ("ecospec", "cache-aware"):
+    if not needs_predictor(run.selector):
         return None
     pred = run.predictor
     predict, _ = build_predictor(pred.kind, experts, bounds, token_ids, n_exp, run.tree.depth + 1, rng,

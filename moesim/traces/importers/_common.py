@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,7 +167,7 @@ def check_weights(values: Any, k: int, field_name: str, where: str) -> list[floa
     return [float(v) for v in values]
 
 
-def check_route(record: dict[str, Any], ids_field: str, weights_field: str, model: ModelSpec,
+def check_route(record: Mapping[str, object], ids_field: str, weights_field: str, model: ModelSpec,
                 where: str) -> tuple[list[int], list[float]]:
     """A routing record's top-k expert ids and their weights, checked against ``model``."""
     k = model.moe.top_k

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
+
+from _script import write_page
 
 from moesim.config.decode import DecodeRun
-from moesim.files import write_text_atomic
 from moesim.simulate.decode import simulate_decode
 
 SETTINGS = {
@@ -46,9 +46,7 @@ def main(argv: list[str] | None = None) -> int:
              f"{args.repeats}; ratio to plain decoding measured in the same run.", "",
              "| setting | wall s | events | steps | ratio to plain |", "|---|---|---|---|---|"]
     lines += [f"| {n} | {w:.3f} | {e:,} | {s} | {w / base:.2f} |" for n, w, e, s in rows]
-    out = Path(__file__).resolve().parent / "decode_bench.md"
-    write_text_atomic("\n".join(lines) + "\n", out)
-    print("\n".join(lines))
+    write_page(lines, "decode_bench.md")
     return 0
 
 

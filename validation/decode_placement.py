@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
+
+from _script import write_page
 
 from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
-from moesim.files import write_text_atomic
 from moesim.progress import track
 from moesim.simulate.decode import simulate_decode
 from moesim.units import GiB
@@ -56,9 +56,7 @@ def main(argv: list[str] | None = None) -> int:
              "", "| model | cache (share of experts) | setting | tok/s | hit rate | UFS MiB/token |",
              "|---|---|---|---|---|---|"]
     lines += [f"| {m} | {g:.2f} GiB ({s:.0%}) | {n} | {t:.3f} | {h:.3f} | {u:,.1f} |" for m, s, g, n, t, h, u in rows]
-    out = Path(__file__).resolve().parent / "decode_placement.md"
-    write_text_atomic("\n".join(lines) + "\n", out)
-    print("\n".join(lines))
+    write_page(lines, "decode_placement.md")
     return 0
 
 

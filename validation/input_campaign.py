@@ -106,6 +106,38 @@ def edit_toml(src: Path, dst: Path, replace: dict[str, str] | None = None,
     return str(dst)
 
 
+#: profiles (``p_``, made from sd8-elite-gen5) and models (``m_``, made from flame-moe-290m) that differ
+#: from their source only in replaced values: fixture -> (file, {key: new value})
+EDITS = {
+    "p_overhead": ("overhead.toml", {"runtime_overhead_MiB": "1e12", "name": '"p-overhead"'}),
+    "p_usable_neg": ("usable_neg.toml", {"usable_GiB": "-1.0", "name": '"p-usneg"'}),
+    "p_usable_gt_cap": ("usable_gt.toml", {"usable_GiB": "64.0", "name": '"p-usgt"'}),
+    "p_bw_zero": ("bw0.toml", {"effective_read_bw_GBps": "0.0", "name": '"p-bw0"'}),
+    "p_bw_nan": ("bwnan.toml", {"effective_read_bw_GBps": "nan", "name": '"p-bwnan"'}),
+    "p_bw_inf": ("bwinf.toml", {"peak_read_bw_GBps": "inf", "name": '"p-bwinf"'}),
+    "p_bw_str": ("bwstr.toml", {"effective_read_bw_GBps": '"fast"', "name": '"p-bwstr"'}),
+    "p_queue_zero": ("q0.toml", {"default_queue_depth_count": "0", "name": '"p-q0"'}),
+    "p_queue_float": ("qf.toml", {"queue_slots_count": "2.5", "name": '"p-qf"'}),
+    "p_kind": ("kind.toml", {"kind": '"toaster"', "name": '"p-kind"'}),
+    "p_arena_tiny": ("arena.toml", {"max_mapped_GiB": "0.001", "name": '"p-arena"'}),
+    "p_clock_huge": ("clock.toml", {"clock_GHz": "1e308", "name": '"p-clock"'}),
+    "p_catalog_name": ("cat.toml", {"name": '"h200x8-hf"'}),
+    "m_hidden_huge": ("hidden.toml", {"hidden_size": "10000000000", "name": '"m-hidden"'}),
+    "m_hidden_float": ("hiddenf.toml", {"hidden_size": "1e10", "name": '"m-hiddenf"'}),
+    "m_hidden_zero": ("hidden0.toml", {"hidden_size": "0", "name": '"m-hidden0"'}),
+    "m_topk_gt": ("topk.toml", {"top_k": "100", "name": '"m-topk"'}),
+    "m_topk_zero": ("topk0.toml", {"top_k": "0", "name": '"m-topk0"'}),
+    "m_layers_neg": ("layers.toml", {"num_layers": "-3", "name": '"m-layers"'}),
+    "m_dense_gt": ("dense.toml", {"num_dense_layers": "20", "name": '"m-dense"'}),
+    "m_experts_str": ("estr.toml", {"num_routed_experts": '"many"', "name": '"m-estr"'}),
+    "m_kv_heads": ("kv.toml", {"num_kv_heads": "5", "name": '"m-kv"'}),  # 16 % 5 != 0
+    "m_attn_kind": ("attn.toml", {"kind": '"quantum"', "name": '"m-attn"'}),
+    "m_catalog_name": ("catname.toml", {"hidden_size": "2048"}),
+    "m_valid": ("valid.toml", {"name": '"my-moe"'}),
+    "m_format": ("fmt.toml", {"default": '"FP3"', "name": '"m-fmt"'}),
+}
+
+
 def fixtures() -> dict[str, str]:
     f: dict[str, str] = {}
     sd8 = PROFILES / "sd8-elite-gen5.toml"
@@ -114,21 +146,10 @@ def fixtures() -> dict[str, str]:
     prof.mkdir()
     mod = T / "models"
     mod.mkdir()
+    for key, (name, replace) in EDITS.items():
+        src, folder = (sd8, prof) if key.startswith("p_") else (flame, mod)
+        f[key] = edit_toml(src, folder / name, replace)
     # profiles
-    f["p_overhead"] = edit_toml(sd8, prof / "overhead.toml",
-                                {"runtime_overhead_MiB": "1e12", "name": '"p-overhead"'})
-    f["p_usable_neg"] = edit_toml(sd8, prof / "usable_neg.toml",
-                                  {"usable_GiB": "-1.0", "name": '"p-usneg"'})
-    f["p_usable_gt_cap"] = edit_toml(sd8, prof / "usable_gt.toml",
-                                     {"usable_GiB": "64.0", "name": '"p-usgt"'})
-    f["p_bw_zero"] = edit_toml(sd8, prof / "bw0.toml",
-                               {"effective_read_bw_GBps": "0.0", "name": '"p-bw0"'})
-    f["p_bw_nan"] = edit_toml(sd8, prof / "bwnan.toml",
-                              {"effective_read_bw_GBps": "nan", "name": '"p-bwnan"'})
-    f["p_bw_inf"] = edit_toml(sd8, prof / "bwinf.toml",
-                              {"peak_read_bw_GBps": "inf", "name": '"p-bwinf"'})
-    f["p_bw_str"] = edit_toml(sd8, prof / "bwstr.toml",
-                              {"effective_read_bw_GBps": '"fast"', "name": '"p-bwstr"'})
     f["p_missing_ufs_bw"] = edit_toml(sd8, prof / "noufs.toml", drop=("effective_read_bw_GBps",),
                                       replace={"name": '"p-noufs"'})
     f["p_missing_name"] = edit_toml(sd8, prof / "noname.toml", drop=("name",))
@@ -137,16 +158,6 @@ def fixtures() -> dict[str, str]:
     # wrong unit: usable_MB instead of usable_GiB (inserted in [memory])
     txt = Path(f["p_wrong_unit"]).read_text().replace("[memory]\n", "[memory]\nusable_MB = 15000.0\n", 1)
     Path(f["p_wrong_unit"]).write_text(txt)
-    f["p_queue_zero"] = edit_toml(sd8, prof / "q0.toml",
-                                  {"default_queue_depth_count": "0", "name": '"p-q0"'})
-    f["p_queue_float"] = edit_toml(sd8, prof / "qf.toml",
-                                   {"queue_slots_count": "2.5", "name": '"p-qf"'})
-    f["p_kind"] = edit_toml(sd8, prof / "kind.toml", {"kind": '"toaster"', "name": '"p-kind"'})
-    f["p_arena_tiny"] = edit_toml(sd8, prof / "arena.toml",
-                                  {"max_mapped_GiB": "0.001", "name": '"p-arena"'})
-    f["p_clock_huge"] = edit_toml(sd8, prof / "clock.toml",
-                                  {"clock_GHz": "1e308", "name": '"p-clock"'})
-    f["p_catalog_name"] = edit_toml(sd8, prof / "cat.toml", {"name": '"h200x8-hf"'})
     f["p_unknown_key"] = edit_toml(sd8, prof / "unk.toml", {"name": '"p-unk"'},
                                    append="\n[memory2]\nfoo_GiB = 1.0\n")
     (prof / "syntax.toml").write_text(sd8.read_text()[:500] + "\n[memory\nusable = \n")
@@ -156,29 +167,9 @@ def fixtures() -> dict[str, str]:
     (prof / "bin.toml").write_bytes(os.urandom(256))
     f["p_binary"] = str(prof / "bin.toml")
     # models
-    f["m_hidden_huge"] = edit_toml(flame, mod / "hidden.toml",
-                                   {"hidden_size": "10000000000", "name": '"m-hidden"'})
-    f["m_hidden_float"] = edit_toml(flame, mod / "hiddenf.toml",
-                                    {"hidden_size": "1e10", "name": '"m-hiddenf"'})
-    f["m_hidden_zero"] = edit_toml(flame, mod / "hidden0.toml",
-                                   {"hidden_size": "0", "name": '"m-hidden0"'})
-    f["m_topk_gt"] = edit_toml(flame, mod / "topk.toml", {"top_k": "100", "name": '"m-topk"'})
-    f["m_topk_zero"] = edit_toml(flame, mod / "topk0.toml", {"top_k": "0", "name": '"m-topk0"'})
-    f["m_layers_neg"] = edit_toml(flame, mod / "layers.toml",
-                                  {"num_layers": "-3", "name": '"m-layers"'})
-    f["m_dense_gt"] = edit_toml(flame, mod / "dense.toml",
-                                {"num_dense_layers": "20", "name": '"m-dense"'})
-    f["m_experts_str"] = edit_toml(flame, mod / "estr.toml",
-                                   {"num_routed_experts": '"many"', "name": '"m-estr"'})
     f["m_missing_moe"] = edit_toml(flame, mod / "nomoe.toml",
                                    drop=("num_routed_experts", "top_k", "expert_intermediate_size",
                                          "num_shared_experts"), replace={"name": '"m-nomoe"'})
-    f["m_kv_heads"] = edit_toml(flame, mod / "kv.toml",
-                                {"num_kv_heads": "5", "name": '"m-kv"'})  # 16 % 5 != 0
-    f["m_attn_kind"] = edit_toml(flame, mod / "attn.toml", {"kind": '"quantum"', "name": '"m-attn"'})
-    f["m_catalog_name"] = edit_toml(flame, mod / "catname.toml", {"hidden_size": "2048"})
-    f["m_valid"] = edit_toml(flame, mod / "valid.toml", {"name": '"my-moe"'})
-    f["m_format"] = edit_toml(flame, mod / "fmt.toml", {"default": '"FP3"', "name": '"m-fmt"'})
     (mod / "empty.toml").write_text("")
     f["m_empty"] = str(mod / "empty.toml")
     # outputs
@@ -264,18 +255,19 @@ def fixtures() -> dict[str, str]:
     small = ('[fixed]\nworkload = "prefill"\ndevice = "sd8-elite-gen5"\nmemory_budget_GiB = 2.0\n'
              '[axes]\nmodel = ["flame-moe-290m"]\ntokens = [256, 512]\npolicy = ["estream", "resident"]\n')
     grid("small", small)
-    grid("inf_budget", small.replace("memory_budget_GiB = 2.0", "memory_budget_GiB = inf"))
-    grid("nan_budget", small.replace("memory_budget_GiB = 2.0", "memory_budget_GiB = nan"))
-    grid("neg_budget", small.replace("memory_budget_GiB = 2.0", "memory_budget_GiB = -2.0"))
-    grid("gpu_device", small.replace('device = "sd8-elite-gen5"', 'device = "h200x8-hf"'))
-    grid("empty_axis", small.replace('tokens = [256, 512]', 'tokens = []'))
-    grid("bad_token", small.replace('tokens = [256, 512]', 'tokens = [256, "many"]'))
-    grid("zero_token", small.replace('tokens = [256, 512]', 'tokens = [0, 512]'))
-    grid("neg_token", small.replace('tokens = [256, 512]', 'tokens = [-1]'))
-    grid("huge_token", small.replace('tokens = [256, 512]', 'tokens = [100000000000]'))
-    grid("float_token", small.replace('tokens = [256, 512]', 'tokens = [256.5]'))
-    grid("unknown_policy", small.replace('policy = ["estream", "resident"]', 'policy = ["warp"]'))
-    grid("unknown_model", small.replace('model = ["flame-moe-290m"]', 'model = ["gpt-9"]'))
+    # the small grid with one of its lines replaced: line -> {grid: replacement}
+    for line, variants in {
+        "memory_budget_GiB = 2.0": {"inf_budget": "memory_budget_GiB = inf", "nan_budget": "memory_budget_GiB = nan",
+                                    "neg_budget": "memory_budget_GiB = -2.0"},
+        'device = "sd8-elite-gen5"': {"gpu_device": 'device = "h200x8-hf"'},
+        'tokens = [256, 512]': {"empty_axis": 'tokens = []', "bad_token": 'tokens = [256, "many"]',
+                                "zero_token": 'tokens = [0, 512]', "neg_token": 'tokens = [-1]',
+                                "huge_token": 'tokens = [100000000000]', "float_token": 'tokens = [256.5]'},
+        'policy = ["estream", "resident"]': {"unknown_policy": 'policy = ["warp"]'},
+        'model = ["flame-moe-290m"]': {"unknown_model": 'model = ["gpt-9"]'},
+    }.items():
+        for name, replacement in variants.items():
+            grid(name, small.replace(line, replacement))
     grid("unknown_param", small + 'flux_capacitor = [1, 2]\n')
     grid("unknown_set", small + 'ufs.warp_GBps = [1.0]\n')
     grid("set_zero", small + 'ufs.effective_read_bw_GBps = [0.0]\n')

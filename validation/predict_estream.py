@@ -17,17 +17,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from moesim.config.prefill import (
-    CPUPolicy,
-    EStreamPolicy,
-    GPUResidentPolicy,
-    LayerB2Policy,
-    MmapPolicy,
-    NaivePolicy,
-    PrefillRun,
-    QNNSwitchPolicy,
-    ResidentPolicy,
-)
+from moesim.config.prefill import POLICY_MODELS, CPUPolicy, EStreamPolicy, PrefillRun
 from moesim.cost.uncertainty import regime_of
 from moesim.errors import MoesimError
 from moesim.files import write_text_atomic
@@ -38,8 +28,7 @@ MODELS = ["olmoe-1b-7b", "deepseek-v2-lite", "lfm2.5-8b-a1b", "qwen3-30b-a3b", "
 TOKENS = [16, 64, 80, 256, 512, 1024, 2048, 4096]
 #: the brief's prefill range (256-4,096 tokens): the lengths of the speed-up and memory tables
 LONG = [n for n in TOKENS if n >= 256]
-POLICIES = [EStreamPolicy(), ResidentPolicy(), NaivePolicy(), LayerB2Policy(), CPUPolicy(), MmapPolicy(),
-            GPUResidentPolicy(), QNNSwitchPolicy()]
+POLICIES = [model() for model in POLICY_MODELS]  # every prefill policy, in the union's order
 COLUMNS = ["model", "tokens", "policy", "group_size", "banks", "ttft_s", "ttft_s_low", "ttft_s_high", "tokens_per_s",
            "tokens_per_s_low", "tokens_per_s_high", "peak_memory_GiB", "peak_memory_GiB_low", "peak_memory_GiB_high",
            "bubble_share", "util_compute", "util_ufs", "bound", "io_amplification", "energy_j", "energy_j_low",

@@ -22,7 +22,6 @@ Writes validation/routing_mechanisms.md. Needs ../shared/traces (the real gpt-os
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from _script import passes_args
 
 import moesim.policies.specdecode.step as step_mod
 import moesim.workloads.specdecode as workload_mod
@@ -40,7 +40,7 @@ from moesim.config.specdecode import PUBLISHED_PREDICTOR_ACCURACY, SpecDecodeRun
 from moesim.files import write_text_atomic
 from moesim.policies.specdecode.routing import _GOLDEN, _splitmix, layer_mask, step_sources
 from moesim.simulate.specdecode import replay_run, resolve_trace
-from moesim.traces.sources import SYNTHETIC_TOKENS, default_trace
+from moesim.traces.sources import SYNTHETIC_TOKENS
 from moesim.traces.synth import DEFAULT_STATS, TargetStats, synthesize
 from moesim.traces.trace import RoutingTrace
 
@@ -253,11 +253,8 @@ def part_d(b: Bench) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--passes", type=int, default=2)
-    args = ap.parse_args(argv)
-    if default_trace("gpt-oss-120b") is None:
-        print("the real gpt-oss-120b trace (../shared/traces) is required")
+    args = passes_args(__doc__, argv)
+    if args is None:
         return 2
     b = Bench(args.passes)
     body = ["# Routing mechanisms for EcoSpec's E cut on Qwen3-235B (written by validation/routing_mechanisms.py)",

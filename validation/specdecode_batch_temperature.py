@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
+from _script import write_page
+
 from moesim.config.specdecode import SpecDecodeRun
-from moesim.files import write_text_atomic
 from moesim.progress import track
 from moesim.simulate.specdecode import simulate_specdecode
 
@@ -51,9 +51,7 @@ def main(argv: list[str] | None = None) -> int:
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {m} | {r} | {b} | {t:g} | {e:.2f} | {a:.3f} | {tv:.4f} | {tps:.2f} | {s:.3f} | {rho:.3f} | "
               f"{'synthetic' if syn else 'real'} |" for m, r, b, t, e, a, tv, tps, s, rho, syn in rows]
-    out = Path(__file__).resolve().parent / "specdecode_batch_temperature.md"
-    write_text_atomic("\n".join(lines) + "\n", out)
-    print("\n".join(lines))
+    write_page(lines, "specdecode_batch_temperature.md")
     return 0
 
 

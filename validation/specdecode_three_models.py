@@ -23,18 +23,18 @@ docs/specdecode.md. Needs ../shared/traces (the real gpt-oss-120b trace).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _script import passes_args
 
 from moesim.calibrate.ecospec import calibration_run, fit_draft
 from moesim.config.catalog import load_model
 from moesim.config.specdecode import PUBLISHED_PREDICTOR_ACCURACY, SpecDecodeRun
 from moesim.files import write_text_atomic
 from moesim.simulate.specdecode import replay_run, resolve_trace, simulate_specdecode
-from moesim.traces.sources import default_trace
 from moesim.traces.trace import RoutingTrace
 
 HERE = Path(__file__).resolve().parent
@@ -131,11 +131,8 @@ def table_rows(passes: int, fitted: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--passes", type=int, default=2)
-    args = ap.parse_args(argv)
-    if default_trace("gpt-oss-120b") is None:
-        print("the real gpt-oss-120b trace (../shared/traces) is required")
+    args = passes_args(__doc__, argv)
+    if args is None:
         return 2
     routing, fitted = routing_rows(args.passes)
     table = table_rows(args.passes, fitted)

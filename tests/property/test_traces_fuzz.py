@@ -8,7 +8,9 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from moesim.errors import InputError
 from moesim.traces import RoutingTrace, import_trace, read_trace, trace_stats, write_trace
@@ -53,28 +55,21 @@ def _fuzz_file(name: str, text: str, fmt: str) -> None:
         _check(path, fmt)
 
 
+#: each JSON-lines format: the strategy of a valid file's lines and the file name its importer reads
+JSONL = {
+    "nvmoe": (nvmoe_lines, "t.jsonl"),
+    "gnf4": (gnf4_lines, "g.jsonl"),
+    "mixtral-jsonl": (mixtral_lines, "m_routing.jsonl"),
+    "vllm-logger": (vllm_lines, "moe_layer3.jsonl"),
+}
+
+
+@pytest.mark.parametrize("fmt", list(JSONL))
 @FUZZ
-@given(nvmoe_lines().flatmap(mutated))
-def test_fuzz_nvmoe(text: str) -> None:
-    _fuzz_file("t.jsonl", text, "nvmoe")
-
-
-@FUZZ
-@given(gnf4_lines().flatmap(mutated))
-def test_fuzz_gnf4(text: str) -> None:
-    _fuzz_file("g.jsonl", text, "gnf4")
-
-
-@FUZZ
-@given(mixtral_lines().flatmap(mutated))
-def test_fuzz_mixtral(text: str) -> None:
-    _fuzz_file("m_routing.jsonl", text, "mixtral-jsonl")
-
-
-@FUZZ
-@given(vllm_lines().flatmap(mutated))
-def test_fuzz_vllm_logger(text: str) -> None:
-    _fuzz_file("moe_layer3.jsonl", text, "vllm-logger")
+@given(data=st.data())
+def test_fuzz_jsonl(fmt: str, data: st.DataObject) -> None:
+    lines, name = JSONL[fmt]
+    _fuzz_file(name, data.draw(lines().flatmap(mutated)), fmt)
 
 
 @FUZZ

@@ -20,6 +20,20 @@ from moesim.errors import InputError
 
 # ----- the catalog's twelve models ---------------------------------------------------------------------
 
+
+def _gpt_oss(num_hidden_layers: int, num_local_experts: int) -> dict[str, Any]:
+    """openai/gpt-oss-120b and openai/gpt-oss-20b publish the same fields but for depth and expert count."""
+    return {
+        "model_type": "gpt_oss", "head_dim": 64, "hidden_size": 2880, "intermediate_size": 2880,
+        "layer_types": ["sliding_attention", "full_attention"] * (num_hidden_layers // 2), "num_attention_heads": 64,
+        "num_experts_per_tok": 4, "num_hidden_layers": num_hidden_layers, "num_key_value_heads": 8,
+        "num_local_experts": num_local_experts, "sliding_window": 128, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "vocab_size": 201088,
+        "quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                           "model.embed_tokens", "lm_head"],
+                                "quant_method": "mxfp4"}}
+
+
 CATALOG_CONFIGS: dict[str, dict[str, Any]] = {
     # allenai/OLMoE-1B-7B-0924
     "olmoe-1b-7b": {
@@ -73,23 +87,9 @@ CATALOG_CONFIGS: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 8, "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 40,
         "tie_word_embeddings": True, "torch_dtype": "bfloat16", "vocab_size": 49155},
     # openai/gpt-oss-120b
-    "gpt-oss-120b": {
-        "model_type": "gpt_oss", "head_dim": 64, "hidden_size": 2880, "intermediate_size": 2880,
-        "layer_types": ["sliding_attention", "full_attention"] * 18, "num_attention_heads": 64,
-        "num_experts_per_tok": 4, "num_hidden_layers": 36, "num_key_value_heads": 8, "num_local_experts": 128,
-        "sliding_window": 128, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 201088,
-        "quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
-                                                           "model.embed_tokens", "lm_head"],
-                                "quant_method": "mxfp4"}},
+    "gpt-oss-120b": _gpt_oss(num_hidden_layers=36, num_local_experts=128),
     # openai/gpt-oss-20b
-    "gpt-oss-20b": {
-        "model_type": "gpt_oss", "head_dim": 64, "hidden_size": 2880, "intermediate_size": 2880,
-        "layer_types": ["sliding_attention", "full_attention"] * 12, "num_attention_heads": 64,
-        "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 8, "num_local_experts": 32,
-        "sliding_window": 128, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 201088,
-        "quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
-                                                           "model.embed_tokens", "lm_head"],
-                                "quant_method": "mxfp4"}},
+    "gpt-oss-20b": _gpt_oss(num_hidden_layers=24, num_local_experts=32),
     # LiquidAI/LFM2-8B-A1B (the catalog's LFM2.5-8B-A1B keeps its shape)
     "lfm2.5-8b-a1b": {
         "model_type": "lfm2_moe", "conv_L_cache": 3, "hidden_size": 2048, "intermediate_size": 7168,

@@ -26,7 +26,6 @@ from moesim.config.specdecode import (
 )
 from moesim.cost.verify import ar_time, forward_bytes, forward_time, verify_params
 from moesim.errors import InputError
-from moesim.policies.specdecode.bits import pack_sets
 from moesim.policies.specdecode.learned import fit_learned
 from moesim.policies.specdecode.predict import accuracy_table, topk_accuracy
 from moesim.policies.specdecode.routing import draft_sources
@@ -34,26 +33,13 @@ from moesim.policies.specdecode.select import path_footprints, select_confidence
 from moesim.policies.specdecode.tree import TreeNoise, accepted_drafts, build_trees, tree_shape
 from moesim.simulate.specdecode import simulate_specdecode
 from moesim.traces import write_trace
+from tests.specdecode_tree import DEPTH, PARENT, PROB, own_words
 from tests.traces_helpers import make_trace, needs_shared, random_trace
 
-# ----- the literal tree used by the selection tests -----------------------------------------
-#        0 (root, predicted {0,1})
-#       / \
-#      1   2          P 0.6 {2,3} | 0.3 {0,1}
-#     / \   \
-#    3   4   5        P 0.4 {4,5} | 0.1 {6,7} | 0.28 {4}
-PARENT = np.array([-1, 0, 0, 1, 1, 2])
-DEPTH = np.array([0, 1, 1, 2, 2, 2])
-PROB = np.array([1.0, 0.6, 0.3, 0.4, 0.1, 0.28])
-OWN_SETS = [[0, 1], [2, 3], [0, 1], [4, 5], [6, 7], [4, 4]]
-
-
-def _own() -> np.ndarray:
-    return pack_sets(np.array(OWN_SETS, dtype=np.int16)[:, None, :], n_experts=8)
-
+# ----- the selection tests, on the literal tree of tests/specdecode_tree.py ----------------
 
 def _fp() -> np.ndarray:
-    return path_footprints(PARENT, DEPTH, _own())
+    return path_footprints(PARENT, DEPTH, own_words())
 
 
 def _members(words: np.ndarray) -> set[int]:
@@ -78,7 +64,7 @@ def test_selection_rules_on_a_literal_tree(gamma: int, confidence: list[int], gl
     fp = _fp()
     assert select_confidence(PROB, gamma).tolist() == confidence
     assert select_global_cost(PROB, fp, gamma, 1.0).tolist() == global_cost
-    chosen, buffer = select_ecospec(PROB, fp, _own()[0], gamma, 1.0)
+    chosen, buffer = select_ecospec(PROB, fp, own_words()[0], gamma, 1.0)
     assert chosen.tolist() == ecospec
     if gamma == 4:
         assert _members(buffer) == {0, 1, 2, 3, 4}

@@ -18,18 +18,10 @@ from moesim.policies.specdecode.step import (
     speculative_step,
 )
 from moesim.policies.specdecode.tree import tree_shape
+from tests.specdecode_tree import DEPTH, PARENT, PROB, own_words
 from tests.traces_helpers import topk_ids
 
-# the literal tree of test_specdecode.py: node -> (parent, P, own experts)
-#        0 (root, {0,1})
-#       / \
-#      1   2          P 0.6 {2,3} | 0.3 {0,1}
-#     / \   \
-#    3   4   5        P 0.4 {4,5} | 0.1 {6,7} | 0.28 {4}
-PARENT = np.array([-1, 0, 0, 1, 1, 2])
-DEPTH = np.array([0, 1, 1, 2, 2, 2])
-PROB = np.array([1.0, 0.6, 0.3, 0.4, 0.1, 0.28])
-OWN = pack_sets(np.array([[0, 1], [2, 3], [0, 1], [4, 5], [6, 7], [4, 4]], dtype=np.int16)[:, None, :], 8)
+OWN = own_words()
 
 
 def _cached(*experts: int) -> Words:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from moesim.traces.paths import shared_traces_dir
 from moesim.traces.trace import RoutingTrace, SegmentInfo, TraceMeta, check_routing
 
 __all__ = ["ImportReport", "ReportBuilder", "Segment", "Provenance", "source_files", "read_jsonl", "read_jsonl_head",
-           "check_topk", "check_weights", "build_trace", "as_int", "shown"]
+           "check_topk", "check_weights", "check_route", "build_trace", "as_int", "shown"]
 
 
 class ImportReport(Frozen):
@@ -165,6 +165,14 @@ def check_weights(values: Any, k: int, field_name: str, where: str) -> list[floa
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise InputError(field_name, "must be finite numbers", values, source=where)
     return [float(v) for v in values]
+
+
+def check_route(record: Mapping[str, object], ids_field: str, weights_field: str, model: ModelSpec,
+                where: str) -> tuple[list[int], list[float]]:
+    """A routing record's top-k expert ids and their weights, checked against ``model``."""
+    k = model.moe.top_k
+    return (check_topk(record.get(ids_field), k, model.moe.num_routed_experts, ids_field, where),
+            check_weights(record.get(weights_field), k, weights_field, where))
 
 
 def _cat(parts: Sequence[np.ndarray[Any, Any] | None], dtype: type) -> np.ndarray[Any, Any] | None:

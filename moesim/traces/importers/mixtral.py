@@ -29,8 +29,7 @@ from moesim.traces.importers._common import (
     Segment,
     as_int,
     build_trace,
-    check_topk,
-    check_weights,
+    check_route,
     read_jsonl,
     source_files,
 )
@@ -50,12 +49,11 @@ def _record(obj: Any, model: ModelSpec, where: str) -> tuple[str, int, Rec]:
     for key in ("problem_id", "layer", "experts", "gating_probs"):
         if key not in obj:
             raise InputError(key, "is missing", sorted(obj), source=where)
-    k, n_layers = model.moe.top_k, model.num_moe_layers
+    n_layers = model.num_moe_layers
     layer = as_int(obj["layer"], "layer", where)
     if not 0 <= layer < n_layers:
         raise InputError("layer", f"must be in [0, {n_layers})", layer, source=where)
-    experts = check_topk(obj["experts"], k, model.moe.num_routed_experts, "experts", where)
-    weights = check_weights(obj["gating_probs"], k, "gating_probs", where)
+    experts, weights = check_route(obj, "experts", "gating_probs", model, where)
     problem = f"{obj.get('dataset', '?')}/{as_int(obj['problem_id'], 'problem_id', where)}"
     for key in ("token_idx", "token_pos"):
         if key in obj and as_int(obj[key], key, where) < 0:

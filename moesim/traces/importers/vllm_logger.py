@@ -29,8 +29,7 @@ from moesim.traces.importers._common import (
     Segment,
     as_int,
     build_trace,
-    check_topk,
-    check_weights,
+    check_route,
     read_jsonl_head,
     source_files,
 )
@@ -73,7 +72,6 @@ def _meta(obj: Any, model: ModelSpec, path: Path) -> tuple[int, str, str]:
 def _read(path: Path, model: ModelSpec, report: ReportBuilder) -> _Log:
     head, lines = read_jsonl_head(path)
     layer, model_id, how = _meta(head[1], model, path)
-    k, n_exp = model.moe.top_k, model.moe.num_routed_experts
     passes: list[tuple[list[list[int]], list[list[float]]]] = []
     for lineno, obj in lines:
         where = f"{path}:{lineno}"
@@ -88,8 +86,9 @@ def _read(path: Path, model: ModelSpec, report: ReportBuilder) -> _Log:
         elif not passes or idx != len(passes[-1][0]):
             expected = len(passes[-1][0]) if passes else 0
             raise InputError("token_idx", f"must be {expected} or 0 (a new forward pass)", idx, source=where)
-        passes[-1][0].append(check_topk(obj.get("topk_ids"), k, n_exp, "topk_ids", where))
-        passes[-1][1].append(check_weights(obj.get("topk_weights"), k, "topk_weights", where))
+        ids, weights = check_route(obj, "topk_ids", "topk_weights", model, where)
+        passes[-1][0].append(ids)
+        passes[-1][1].append(weights)
     if not passes:
         raise InputError("file", "must hold route records after the meta line", "none", source=str(path))
     arrays = [(np.asarray(i, np.int16), np.asarray(w, np.float32)) for i, w in passes]

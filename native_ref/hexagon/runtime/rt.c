@@ -99,24 +99,20 @@ uint32_t __hexagon_umodsi3(uint32_t n, uint32_t d) { uint32_t r; udivmod32(n, d,
 uint64_t __hexagon_udivdi3(uint64_t n, uint64_t d) { uint64_t r; return udivmod64(n, d, &r); }
 uint64_t __hexagon_umoddi3(uint64_t n, uint64_t d) { uint64_t r; udivmod64(n, d, &r); return r; }
 
-int32_t __hexagon_divsi3(int32_t n, int32_t d) {
-    uint32_t r, q = udivmod32(n < 0 ? -(uint32_t)n : (uint32_t)n, d < 0 ? -(uint32_t)d : (uint32_t)d, &r);
-    return (n < 0) != (d < 0) ? -(int32_t)q : (int32_t)q;
-}
-
-int32_t __hexagon_modsi3(int32_t n, int32_t d) {
-    uint32_t r;
-    udivmod32(n < 0 ? -(uint32_t)n : (uint32_t)n, d < 0 ? -(uint32_t)d : (uint32_t)d, &r);
-    return n < 0 ? -(int32_t)r : (int32_t)r;
-}
+/* |n| in the unsigned type ('-' on the unsigned value: no overflow at INT64_MIN). */
+static uint64_t uabs64(int64_t n) { return n < 0 ? -(uint64_t)n : (uint64_t)n; }
 
 int64_t __hexagon_divdi3(int64_t n, int64_t d) {
-    uint64_t r, q = udivmod64(n < 0 ? -(uint64_t)n : (uint64_t)n, d < 0 ? -(uint64_t)d : (uint64_t)d, &r);
+    uint64_t r, q = udivmod64(uabs64(n), uabs64(d), &r);
     return (n < 0) != (d < 0) ? -(int64_t)q : (int64_t)q;
 }
 
 int64_t __hexagon_moddi3(int64_t n, int64_t d) {
     uint64_t r;
-    udivmod64(n < 0 ? -(uint64_t)n : (uint64_t)n, d < 0 ? -(uint64_t)d : (uint64_t)d, &r);
+    udivmod64(uabs64(n), uabs64(d), &r);
     return n < 0 ? -(int64_t)r : (int64_t)r;
 }
+
+/* 32-bit signed: the 64-bit ones give the same quotient and remainder on 32-bit operands. */
+int32_t __hexagon_divsi3(int32_t n, int32_t d) { return (int32_t)__hexagon_divdi3(n, d); }
+int32_t __hexagon_modsi3(int32_t n, int32_t d) { return (int32_t)__hexagon_moddi3(n, d); }

@@ -43,39 +43,23 @@ class ExecutorCase:
     prefetch: str
 
 
-_OLMOE4 = (4, 64, 2048, 1024, 8)
-_SMALL = (8, 16, 1024, 512, 2)
-CASES = (
-    ExecutorCase(name="host/olmoe4-t64-g8b4q2-nonffn", shape=_OLMOE4, tokens=64, group_size=8, banks=4, queue_depth=2,
-                 prefetch="non-ffn"),
-    ExecutorCase(name="host/olmoe4-t64-g8b4q2-after", shape=_OLMOE4, tokens=64, group_size=8, banks=4, queue_depth=2,
-                 prefetch="after-routing"),
-    ExecutorCase(name="host/olmoe4-t64-g8b4q2-ondemand", shape=_OLMOE4, tokens=64, group_size=8, banks=4, queue_depth=2,
-                 prefetch="on-demand"),
-    ExecutorCase(name="host/olmoe4-t128-g4b2q1-nonffn", shape=_OLMOE4, tokens=128, group_size=4, banks=2, queue_depth=1,
-                 prefetch="non-ffn"),
-    ExecutorCase(name="host/olmoe4-t128-g16b3q2-nonffn", shape=_OLMOE4, tokens=128, group_size=16, banks=3,
-                 queue_depth=2, prefetch="non-ffn"),
-    ExecutorCase(name="host/olmoe4-t256-g32b2q1-after", shape=_OLMOE4, tokens=256, group_size=32, banks=2,
-                 queue_depth=1, prefetch="after-routing"),
-    ExecutorCase(name="host/olmoe4-t256-g2b8q4-nonffn", shape=_OLMOE4, tokens=256, group_size=2, banks=8, queue_depth=4,
-                 prefetch="non-ffn"),
-    ExecutorCase(name="host/small-t128-g1b4q2-nonffn", shape=_SMALL, tokens=128, group_size=1, banks=4, queue_depth=2,
-                 prefetch="non-ffn"),
-    ExecutorCase(name="host/small-t128-g4b2q1-ondemand", shape=_SMALL, tokens=128, group_size=4, banks=2, queue_depth=1,
-                 prefetch="on-demand"),
-    ExecutorCase(name="host/small-t512-g2b6q3-after", shape=_SMALL, tokens=512, group_size=2, banks=6, queue_depth=3,
-                 prefetch="after-routing"),
-    ExecutorCase(name="host/small-t512-g8b2q2-nonffn", shape=_SMALL, tokens=512, group_size=8, banks=2, queue_depth=2,
-                 prefetch="non-ffn"),
-    ExecutorCase(name="host/small-t32-g16b2q1-nonffn", shape=_SMALL, tokens=32, group_size=16, banks=2, queue_depth=1,
-                 prefetch="non-ffn"),
+_SHAPES = {"olmoe4": (4, 64, 2048, 1024, 8), "small": (8, 16, 1024, 512, 2)}
+_SHORT = {"non-ffn": "nonffn", "after-routing": "after", "on-demand": "ondemand"}
+#: (shape, tokens, group size, banks, queue depth, prefetch) of each measured case; its name says them
+_SETTINGS = (
+    ("olmoe4", 64, 8, 4, 2, "non-ffn"), ("olmoe4", 64, 8, 4, 2, "after-routing"),
+    ("olmoe4", 64, 8, 4, 2, "on-demand"), ("olmoe4", 128, 4, 2, 1, "non-ffn"), ("olmoe4", 128, 16, 3, 2, "non-ffn"),
+    ("olmoe4", 256, 32, 2, 1, "after-routing"), ("olmoe4", 256, 2, 8, 4, "non-ffn"), ("small", 128, 1, 4, 2, "non-ffn"),
+    ("small", 128, 4, 2, 1, "on-demand"), ("small", 512, 2, 6, 3, "after-routing"), ("small", 512, 8, 2, 2, "non-ffn"),
+    ("small", 32, 16, 2, 1, "non-ffn"),
 )
+CASES = tuple(ExecutorCase(name=f"host/{s}-t{t}-g{g}b{b}q{q}-{_SHORT[p]}", shape=_SHAPES[s], tokens=t, group_size=g,
+                           banks=b, queue_depth=q, prefetch=p) for s, t, g, b, q, p in _SETTINGS)
 
 
 def routing_for(case: ExecutorCase) -> np.ndarray:
     layers, experts, _, _, k = case.shape
-    if case.shape == _OLMOE4:
+    if case.shape == _SHAPES["olmoe4"]:
         trace = read_trace(bundled_trace_path())
         return np.ascontiguousarray(trace.experts[:case.tokens, :layers, :k])
     rng = np.random.default_rng(7)

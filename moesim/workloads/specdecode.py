@@ -110,7 +110,11 @@ def batch_requests(bounds: tuple[tuple[int, int], ...], passes: int) -> list[tup
 
 
 def _context(inp: ReplayInputs, positions: list[int]) -> int:
-    return 0 if inp.context is None else int(inp.context[positions].sum())
+    if inp.context is None:
+        return 0
+    if len(positions) == 1:         # batch 1: one scalar read, no array built
+        return int(inp.context[positions[0]])
+    return int(inp.context[positions].sum())
 
 
 def _ar_unions(inp: ReplayInputs, pol: ReplayPolicy) -> tuple[I64, I64, I64, I64 | None]:

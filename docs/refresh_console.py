@@ -17,9 +17,11 @@ import contextlib
 import io
 import re
 import shlex
+import sys
 from pathlib import Path
 
 from moesim.cli import main
+from moesim.files import write_text_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```console\n(.*?)^```", re.S | re.M)
@@ -42,7 +44,7 @@ def refresh(path: Path) -> bool:
     text = path.read_text()
     new = FENCE.sub(_block, text)
     if new != text:
-        path.write_text(new)
+        write_text_atomic(new, path)
     return new != text
 
 
@@ -53,6 +55,9 @@ def main_() -> None:
     a = ap.parse_args()
     docs = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")]) if a.all else a.docs
     for path in docs:
+        if not path.is_file() or path.suffix != ".md":
+            print(f"refresh_console: error: DOC must be an existing Markdown file, got {str(path)!r}", file=sys.stderr)
+            sys.exit(2)
         if FENCE.search(path.read_text()) and refresh(path):
             print(f"rewrote {path}")
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
+from moesim.files import write_text_atomic
 from moesim.validate.gpu_devices import AIC_STATIC_GEN_MS, batch_s_per_token
 
 OUT = Path(__file__).with_name("fit_fused_batch.md")
@@ -68,7 +69,7 @@ def main() -> None:
         + report(fit())
     print(text)
     if not a.stdout:
-        OUT.write_text(text)
+        write_text_atomic(text, OUT)
 
 
 if __name__ == "__main__":

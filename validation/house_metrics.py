@@ -46,6 +46,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from moesim.errors import MoesimError
+from moesim.files import check_writable, write_text_atomic
+
 REPO = Path(__file__).resolve().parent.parent
 MODULE_LINES = 300
 FUNCTION_LINES = 40
@@ -321,10 +324,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-tool", action="store_true", help="count duplicate pairs by the window scan even "
                         "where the duplicates command is found")
     args = parser.parse_args(argv)
+    if args.write is not None:     # refused before the work: a folder, a FIFO, a missing folder
+        try:
+            check_writable(args.write, "--write")
+        except MoesimError as exc:
+            print(f"house_metrics: error: {exc}", file=sys.stderr)
+            return 2
     text = report(use_tool=not args.no_tool)
     sys.stdout.write(text)
     if args.write is not None:
-        args.write.write_text(text, encoding="utf-8")
+        write_text_atomic(text, args.write)
     return 0
 
 

@@ -168,6 +168,16 @@ class GPURuntimeSection(Section):
     default_path: str | None = Field(None, description="the path of a model path_by_model does not name")
 
     @model_validator(mode="after")
+    def _allreduce_whole(self) -> GPURuntimeSection:
+        names = ("allreduce_base_us", "allreduce_per_doubling_us", "allreduce_peer_GBps")
+        given = [n for n in names if getattr(self, n) is not None]
+        if given and len(given) < len(names):
+            missing = next(n for n in names if n not in given)
+            raise ValueError(f"{missing} must be set with {given[0]} (the engine all-reduce needs all of "
+                             f"{', '.join(names)}), got none")
+        return self
+
+    @model_validator(mode="after")
     def _paths_named(self) -> GPURuntimeSection:
         for model, path in [*self.path_by_model.items(), *([("default_path", self.default_path)]
                                                             if self.default_path is not None else [])]:

@@ -15,7 +15,6 @@ from moesim.config.specdecode import SpecDecodeRun
 from moesim.cost.draft import draft_time_estimate, mtp_draft_time
 from moesim.cost.verify import (
     VerifyParams,
-    ar_busiest,
     ar_time,
     comm_time,
     forward_bytes,
@@ -98,7 +97,7 @@ def price(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams, st
     t_step = t_draft + t_pred + t_verify
     lanes = stats.lanes if stats.lanes is not None else np.ones_like(stats.accepted)
     tokens = stats.accepted + lanes
-    t_ar = ar_time(params, float(context.sum() / lanes.sum()), ar_busiest(params))   # a request's mean context
+    t_ar = ar_time(params, float(context.sum() / lanes.sum()))   # a request's mean context, busiest GPU by default
     tps = float(tokens.sum() / t_step.sum())
     if stats.ar_active is not None and stats.ar_lanes is not None:   # plain decoding at the same batch
         ar_busy = None if stats.ar_busiest is None else stats.ar_busiest.sum(axis=1).astype(np.float64)

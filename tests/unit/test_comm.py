@@ -86,3 +86,22 @@ def test_layer_split_runtime_has_no_collectives() -> None:
 def test_an_expert_group_spans_the_forward_and_crosses_the_node() -> None:
     one_node, two_nodes = _c(tp=16, ep=2, gpus_per_node=16), _c(tp=16, ep=2, gpus_per_node=8)
     assert forward_comm_s(two_nodes, 1) > forward_comm_s(one_node, 1)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda t: t.replace('moe_parallel = "expert"', 'moe_parallel = "bogus"'),
+     "runtime.moe_parallel must be 'tensor' or 'expert', got 'bogus'"),
+    (lambda t: "\n".join(ln for ln in t.splitlines() if not ln.startswith("allreduce_per_doubling_us")),
+     "runtime.allreduce_per_doubling_us must be set with allreduce_base_us"),
+    (lambda t: t.replace("dequant_TOPS = 3.26", "dequant_TOPS = -1"),
+     "runtime.weight_only.MXFP4.dequant_TOPS must be greater than 0, got -1"),
+])
+def test_bad_engine_fields_are_refused_in_one_line(run_cli, tmp_path, edit, message) -> None:  # type: ignore[no-untyped-def]
+    """The round-3 runtime fields: a bad value names its field and rule, exit 2, no traceback."""
+    from moesim.config.profiles import profile_dir
+
+    text = (profile_dir() / "h200x8-fused.toml").read_text().replace('name = "h200x8-fused"', 'name = "myfused"')
+    path = tmp_path / "myfused.toml"
+    path.write_text(edit(text))
+    res = run_cli("specdecode", "--device", str(path), "--model", "gpt-oss-120b", "--passes", "1")
+    assert res.code == 2 and len(res.err.strip().splitlines()) == 1 and message in res.err, res.err

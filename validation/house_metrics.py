@@ -46,6 +46,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dup_kinds import row_is_logic
+
 from moesim.errors import MoesimError
 from moesim.files import check_writable, write_text_atomic
 
@@ -306,6 +308,7 @@ def report(repo: Path = REPO, package: Path | None = None, use_tool: bool = True
         where = "the whole tree" if p.tree == "tree" else "moesim/"
         scan = "`duplicates`" if p.scan == "duplicates" else "window scan"
         lines.append(_row(f"duplicate pairs over {where} ({scan})", base, p.count, base // 2, "<="))
+    lines += _logic_note(pairs, repo, package)
     lines += ["", f"## Modules over {MODULE_LINES} lines", ""]
     lines += [f"- `{m.path}`: {m.lines}" for m in mods] or ["None."]
     lines += ["", f"## Functions over {FUNCTION_LINES} lines", ""]
@@ -313,9 +316,33 @@ def report(repo: Path = REPO, package: Path | None = None, use_tool: bool = True
     lines += ["", f"## `{ANY_DICT}` by module", ""]
     lines += [f"- `{k}`: {v}" for k, v in sorted(dicts.items(), key=lambda kv: (-kv[1], kv[0]))] or ["None."]
     for p in pairs:
+        root = repo if p.tree == "tree" else package
         lines += ["", f"## Duplicate pairs over {'the whole tree' if p.tree == 'tree' else 'moesim/'}", ""]
-        lines += [f"- {row}" for row in p.rows] or ["None."]
+        lines += [f"- {row}{_kind(p, row, root)}" for row in p.rows] or ["None."]
     return "\n".join(lines) + "\n"
+
+
+def _kind(p: Pairs, row: str, root: Path) -> str:
+    if p.scan != "duplicates":
+        return ""
+    return " **logic**" if row_is_logic(row, root) else " (declarations)"
+
+
+def _logic_note(pairs: list[Pairs], repo: Path, package: Path) -> list[str]:
+    """How many of the command's pairs share a line of logic (validation/dup_kinds.py), not
+    only declarations, table rows and import names: a reading aid beside the issue's count."""
+    out = []
+    for p in pairs:
+        if p.scan == "duplicates":
+            root = repo if p.tree == "tree" else package
+            logic = sum(row_is_logic(row, root) for row in p.rows)
+            where = "the whole tree" if p.tree == "tree" else "moesim/"
+            out.append(f"- {where}: {logic} of the {p.count} pairs share a line of logic; the other "
+                       f"{p.count - logic} share only declarations, table rows or import names")
+    if not out:
+        return []
+    return ["", "Of those pairs (no target; `validation/dup_kinds.py` says how a row is told apart, each row "
+            "below is marked):", "", *out]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from enum import Enum
 import simpy
 
 from moesim.engine import Sim
+from moesim.hw.checks import at_least_one
 
 __all__ = ["BankState", "BankPool"]
 
@@ -26,10 +27,8 @@ class BankState(str, Enum):
 
 class BankPool:
     def __init__(self, sim: Sim, banks: int, bank_bytes: int) -> None:
-        if banks < 1:
-            raise ValueError(f"banks must be >= 1, got {banks}")
         self.sim = sim
-        self.banks = banks
+        self.banks = at_least_one("banks", banks)
         self.bank_bytes = bank_bytes
         self._free: simpy.Store = simpy.Store(sim.env)
         for bank in range(banks):

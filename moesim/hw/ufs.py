@@ -15,6 +15,7 @@ import simpy
 
 from moesim.cost.params import UFSParams
 from moesim.engine import Sim
+from moesim.hw.checks import at_least_one
 from moesim.units import ns
 
 __all__ = ["UFS", "FlashQueue", "page_fault"]
@@ -41,11 +42,9 @@ class _Queue:
     """What both UFS models share: the parameters, the queue depth and the byte count."""
 
     def __init__(self, sim: Sim, params: UFSParams, queue_depth: int) -> None:
-        if queue_depth < 1:
-            raise ValueError(f"queue_depth must be >= 1, got {queue_depth}")
         self.sim = sim
         self.params = params
-        self.queue_depth = queue_depth
+        self.queue_depth = at_least_one("queue_depth", queue_depth)
         self.bytes_read = 0
         self.busy_ns = 0
         self.max_in_flight = 0

@@ -15,7 +15,6 @@ from moesim.results.config import (
     PredictorUse,
     PrefillConfig,
     RunConfig,
-    RunFields,
     SpecDecodeConfig,
     run_config,
     saved_run,
@@ -34,5 +33,5 @@ from moesim.results.metrics import DecodeMetrics, PrefillMetrics, SpecDecodeMetr
 __all__ = ["RunConfig", "PrefillConfig", "SpecDecodeConfig", "DecodeConfig", "PrefillMetrics",
            "SpecDecodeMetrics", "DecodeMetrics", "PrefillResult", "SpecDecodeResult", "DecodeResult",
            "HOST_CLOCK_FIELDS", "run_config", "saved_run", "flatten_metrics", "chrome_trace", "PredictorChoice",
-           "PredictorUse", "RunFields", "JSONValue"]
+           "PredictorUse", "JSONValue"]
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, TypedDict, TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import SerializerFunctionWrapHandler, model_serializer
 
@@ -18,7 +18,7 @@ from moesim.config.profiles import profile_names
 from moesim.config.specdecode import DraftAccuracy, DraftRouting, DraftTree, SpecDecodeRun
 from moesim.traces.provenance import DecodeProvenance, PromptProvenance, ReplayProvenance
 
-__all__ = ["Workload", "Sparse", "PredictorChoice", "PredictorUse", "RunFields", "RunConfig", "PrefillConfig",
+__all__ = ["Workload", "Sparse", "PredictorChoice", "PredictorUse", "RunConfig", "PrefillConfig",
            "SpecDecodeConfig", "DecodeConfig", "run_config", "saved_run"]
 
 Workload = Literal["prefill", "specdecode", "decode"]
@@ -56,18 +56,6 @@ class PredictorUse(Sparse):
     folds: int | None = None
     uses_token_ids: bool | None = None
     heldout_accuracy_by_lag: list[float] | None = None
-
-
-class RunFields(TypedDict):
-    """The fields every workload's configuration starts with (:func:`run_config`)."""
-
-    workload: Workload
-    model: str
-    device: str
-    overrides: dict[str, float]
-    seed: int
-    profile_hash: str
-    moesim_version: str
 
 
 class RunConfig(Frozen):
@@ -147,12 +135,13 @@ R = TypeVar("R", PrefillRun, SpecDecodeRun, DecodeRun)
 
 
 def run_config(workload: Workload, run: PrefillRun | SpecDecodeRun | DecodeRun, device: str,
-               profile_hash: str) -> RunFields:
+               profile_hash: str) -> dict[str, object]:
     """The fields every :class:`RunConfig` starts with, for ``run``: its model as the catalog
-    name (or file path) a re-run resolves, and the profile's name and hash."""
-    return RunFields(workload=workload, model=file_ref(run.model, model_names()), device=device,
-                     overrides=dict(run.overrides), seed=run.seed, profile_hash=profile_hash,
-                     moesim_version=__version__)
+    name (or file path) a re-run resolves, and the profile's name and hash (checked when the
+    workload's configuration is built from them)."""
+    return {"workload": workload, "model": file_ref(run.model, model_names()), "device": device,
+            "overrides": dict(run.overrides), "seed": run.seed, "profile_hash": profile_hash,
+            "moesim_version": __version__}
 
 
 def saved_run(run: R) -> R:

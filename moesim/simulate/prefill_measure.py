@@ -4,7 +4,7 @@ from what its SimPy processes measured, its plan and the device (docs/metrics.md
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NotRequired, TypedDict
+from typing import TypedDict
 
 import numpy as np
 
@@ -43,29 +43,17 @@ class Planned:
     auto: Choice | None
 
 
-class TimingFields(TypedDict):
-    """The backend-specific metrics, named as :class:`~moesim.results.PrefillMetrics` names them
-    (a count a backend does not have is left out: None in the metrics)."""
-
-    bubble_share: float
-    bubble_share_total: float
-    io_bytes: int
-    io_amplification: float
-    utilization: dict[str, float]
-    bounds_s: dict[str, float]
-    wasted_reads: NotRequired[int]           # streaming policies
-    max_reads_in_flight: NotRequired[int]    # streaming policies
-    page_faults: NotRequired[int]            # cpu and mmap policies
-    refaults: NotRequired[int]               # cpu and mmap policies
-
-
 @dataclass(frozen=True, kw_only=True)
 class Timing:
-    """The backend-specific part of the metrics (docs/metrics.md): the request's time, and the
-    fields the metrics take as they are."""
+    """The backend-specific part of the metrics (docs/metrics.md): the request's time, what the
+    energy and the intervals read of it, and the other fields as
+    :class:`~moesim.results.PrefillMetrics` names them, which it checks when it is built (a count a
+    backend does not have is left out: None in the metrics)."""
 
     ttft_s: float
-    fields: TimingFields
+    utilization: dict[str, float]
+    io_bytes: int
+    fields: dict[str, float | int | dict[str, float]]
 
 
 class LoadFields(TypedDict):
@@ -95,8 +83,7 @@ def measure(run: PrefillRun, model: ModelSpec, device: PrefillDevice, counts: np
         mem_iv = (min(mem_iv[0], room_B / GiB), min(mem_iv[1], room_B / GiB))
     floor = plan_floor(run.policy.kind, model)
     load = price_load(floor.resident_weights_B, floor.load_path, run.page_cache, run.ttft_from == "launch", device)
-    times = RequestTimes(ttft_s=timing.ttft_s, utilization=timing.fields["utilization"],
-                         io_bytes=timing.fields["io_bytes"],
+    times = RequestTimes(ttft_s=timing.ttft_s, utilization=timing.utilization, io_bytes=timing.io_bytes,
                          backend=planned.plan.backend, ubatch_tokens=planned.plan.ubatch_tokens)
     energy = prefill_energy(times, request_iv, device, run.tokens, model, counts, load)
     ttft_iv = load.add_to_interval(request_iv)
@@ -114,7 +101,8 @@ def measure(run: PrefillRun, model: ModelSpec, device: PrefillDevice, counts: np
                     "activations": memory.activations_B / GiB, "kv_cache": memory.kv_cache_B / GiB,
                     "mapped_file": memory.mapped_B / GiB,
                     "runtime": runtime_gib},
-        **timing.fields, sim={"wall_s": wall, "events": measured.events},
+        utilization=timing.utilization, io_bytes=timing.io_bytes, **timing.fields,
+        sim={"wall_s": wall, "events": measured.events},
         config=_config(run, device, planned, provenance))
 
 
@@ -170,7 +158,7 @@ def _intervals(timing: Timing, peak_gib: float, runtime_gib: float, device: Pref
     u = device.uncertainty
     if u is None:
         return None, None
-    t, util = timing.ttft_s, timing.fields["utilization"]
+    t, util = timing.ttft_s, timing.utilization
     compute = util.get("npu", util.get("cpu", util.get("gpu", 0.0))) * t
     return time_interval_s(t, compute, util.get("ufs", 0.0) * t, u), memory_interval_gib(peak_gib, runtime_gib, u)
 
@@ -191,19 +179,18 @@ def _stream_timing(plan: StreamPlan, m: StreamMeasured, model: ModelSpec, counts
         util["ufs"] = m.reads.busy_ns / end
     if plan.qnn is not None:   # context switches: the NPU waits on each, nothing overlaps them
         switch_s, busy_s = m.bubble_ns / 1e9, m.busy_ns / 1e9
-        return Timing(ttft_s=m.end_ns / 1e9, fields=TimingFields(
-            bubble_share=m.bubble_ns / end, bubble_share_total=m.bubble_ns / end,
-            io_bytes=io_B, io_amplification=io_B / active_B if active_B else 0.0, utilization=util,
-            bounds_s={"io_only": switch_s, "compute_only": busy_s, "lower": max(switch_s, busy_s),
-                      "serial": switch_s + busy_s},
-            wasted_reads=0, max_reads_in_flight=m.reads.max_in_flight if m.reads is not None else 0))
-    return Timing(ttft_s=m.end_ns / 1e9, fields=TimingFields(
-        bubble_share=m.bubble_ns / m.expert_phase_ns if m.expert_phase_ns else 0.0,
-        bubble_share_total=m.bubble_ns / end,
-        io_bytes=io_B, io_amplification=io_B / active_B if active_B else 0.0, utilization=util,
-        bounds_s={"io_only": bounds.io_only_ns / 1e9, "compute_only": bounds.compute_only_ns / 1e9,
-                  "lower": bounds.lower_ns / 1e9, "serial": bounds.serial_ns / 1e9},
-        wasted_reads=m.wasted_reads, max_reads_in_flight=m.reads.max_in_flight if m.reads is not None else 0))
+        return Timing(ttft_s=m.end_ns / 1e9, utilization=util, io_bytes=io_B, fields={
+            "bubble_share": m.bubble_ns / end, "bubble_share_total": m.bubble_ns / end,
+            "io_amplification": io_B / active_B if active_B else 0.0,
+            "bounds_s": {"io_only": switch_s, "compute_only": busy_s, "lower": max(switch_s, busy_s),
+                         "serial": switch_s + busy_s},
+            "wasted_reads": 0, "max_reads_in_flight": m.reads.max_in_flight if m.reads is not None else 0})
+    return Timing(ttft_s=m.end_ns / 1e9, utilization=util, io_bytes=io_B, fields={
+        "bubble_share": m.bubble_ns / m.expert_phase_ns if m.expert_phase_ns else 0.0,
+        "bubble_share_total": m.bubble_ns / end, "io_amplification": io_B / active_B if active_B else 0.0,
+        "bounds_s": {"io_only": bounds.io_only_ns / 1e9, "compute_only": bounds.compute_only_ns / 1e9,
+                     "lower": bounds.lower_ns / 1e9, "serial": bounds.serial_ns / 1e9},
+        "wasted_reads": m.wasted_reads, "max_reads_in_flight": m.reads.max_in_flight if m.reads is not None else 0})
 
 
 def _cpu_timing(plan: StreamPlan, m: CPUMeasured, model: ModelSpec, counts: np.ndarray) -> Timing:
@@ -213,10 +200,9 @@ def _cpu_timing(plan: StreamPlan, m: CPUMeasured, model: ModelSpec, counts: np.n
     if plan.io == "mmap":
         util["ufs"] = m.io_busy_ns / end
     compute = m.busy_ns
-    return Timing(ttft_s=m.end_ns / 1e9, fields=TimingFields(
-        bubble_share=m.fault_wait_ns / (m.fault_wait_ns + compute) if compute else 0.0,
-        bubble_share_total=m.fault_wait_ns / end,
-        io_bytes=m.io_B, io_amplification=m.io_B / active_B if active_B else 0.0, utilization=util,
-        bounds_s={"io_only": 0.0, "compute_only": compute / 1e9, "lower": compute / 1e9,
-                  "serial": (compute + m.fault_wait_ns) / 1e9},
-        page_faults=m.faults, refaults=m.refaults))
+    return Timing(ttft_s=m.end_ns / 1e9, utilization=util, io_bytes=m.io_B, fields={
+        "bubble_share": m.fault_wait_ns / (m.fault_wait_ns + compute) if compute else 0.0,
+        "bubble_share_total": m.fault_wait_ns / end, "io_amplification": m.io_B / active_B if active_B else 0.0,
+        "bounds_s": {"io_only": 0.0, "compute_only": compute / 1e9, "lower": compute / 1e9,
+                     "serial": (compute + m.fault_wait_ns) / 1e9},
+        "page_faults": m.faults, "refaults": m.refaults})

@@ -63,24 +63,15 @@ def pred_s(run: SpecDecodeRun) -> tuple[float, str]:
 
 @dataclass(frozen=True, kw_only=True)
 class Priced:
-    """Every verification step priced on the device (docs/specdecode.md defines each number)."""
+    """Every verification step priced on the device (docs/specdecode.md defines each number): what
+    the metrics' other numbers are computed from, the numbers they take as they are (named as
+    :class:`~moesim.results.SpecDecodeMetrics` names them, which checks them when it is built), the
+    sources of the draft and predictor times, and the per-step frame."""
 
     mean_active_experts: float
-    acceptance_length: float
-    hbm_bytes_per_step: float
-    t_draft_s: float
-    t_pred_s: float
-    t_verify_s: float
-    t_step_s: float
-    tokens_per_s: float
-    speedup_vs_ar: float
-    rho: float
-    steps: int
-    predictor_accuracy: float | None
-    per_layer_active_experts: list[float]
-    t_verify_runtime_s: float
     mean_verified_tokens: float
-    ar: dict[str, float]
+    steps: int
+    fields: dict[str, float | list[float] | dict[str, float] | None]
     draft_source: str
     pred_source: str
     frame: pd.DataFrame
@@ -110,15 +101,16 @@ def price(run: SpecDecodeRun, device: GPUServerProfile, params: VerifyParams, st
     frame = pd.DataFrame({"step": np.arange(len(tokens)), "accepted": stats.accepted, "verified": stats.verified,
                           "active_experts": total.astype(np.int64), "hbm_bytes": hbm, "t_verify_s": t_verify})
     return Priced(
-        mean_active_experts=float(stats.active.mean()), acceptance_length=float(tokens.sum() / lanes.sum()),
-        hbm_bytes_per_step=float(hbm.mean()), t_draft_s=t_draft, t_pred_s=t_pred,
-        t_verify_s=float(t_verify.mean()), t_step_s=float(t_step.mean()), tokens_per_s=tps,
-        speedup_vs_ar=tps / ar_tps, rho=t_ar_step / float(t_verify.mean()), steps=int(len(tokens)),
-        predictor_accuracy=stats.predicted_hits / stats.predicted_slots if stats.predicted_slots else None,
-        per_layer_active_experts=stats.active.mean(axis=0).round(6).tolist(),
-        t_verify_runtime_s=float(np.mean(runtime_time(params, total))),
-        mean_verified_tokens=float(stats.verified.mean()),
-        ar={"t_token_s": t_ar, "tokens_per_s": ar_tps, "t_step_s": t_ar_step, "mean_active_experts": ar_active,
-            "t_comm_s": float(comm_time(params, 1)),
-            "hbm_bytes_per_token": float(forward_bytes(params, float(params.n_moe_layers * params.top_k)))},
+        mean_active_experts=float(stats.active.mean()), mean_verified_tokens=float(stats.verified.mean()),
+        steps=int(len(tokens)), fields={
+            "acceptance_length": float(tokens.sum() / lanes.sum()), "hbm_bytes_per_step": float(hbm.mean()),
+            "t_draft_s": t_draft, "t_pred_s": t_pred, "t_verify_s": float(t_verify.mean()),
+            "t_step_s": float(t_step.mean()), "tokens_per_s": tps, "speedup_vs_ar": tps / ar_tps,
+            "rho": t_ar_step / float(t_verify.mean()),
+            "predictor_accuracy": stats.predicted_hits / stats.predicted_slots if stats.predicted_slots else None,
+            "per_layer_active_experts": stats.active.mean(axis=0).round(6).tolist(),
+            "t_verify_runtime_s": float(np.mean(runtime_time(params, total))),
+            "ar": {"t_token_s": t_ar, "tokens_per_s": ar_tps, "t_step_s": t_ar_step, "mean_active_experts": ar_active,
+                   "t_comm_s": float(comm_time(params, 1)),
+                   "hbm_bytes_per_token": float(forward_bytes(params, float(params.n_moe_layers * params.top_k)))}},
         draft_source=draft_src, pred_source=pred_src, frame=frame)

@@ -103,3 +103,49 @@ def test_report_without_the_tool(hm: ModuleType, tree: Path) -> None:
     assert "| `dict[str, Any]` | 131 | 3 | <= 65 | yes |" in text
     assert "| duplicate pairs over moesim/ (window scan) | 8 | 1 | <= 4 | yes |" in text
     assert "- `pkg/long.py`: 303" in text and "- copy_a.py ~ copy_b.py" in text
+
+
+@pytest.fixture(scope="module")
+def kinds() -> ModuleType:
+    sys.path.insert(0, str(REPO / "validation"))
+    try:
+        import dup_kinds
+    finally:
+        sys.path.pop(0)
+    return dup_kinds
+
+
+@pytest.mark.parametrize(("line", "logic"), [
+    ("    size_B: int = 0", False),                          # a counter's field
+    ("    rate_GBps: PositiveFloat | None = Field(", False),  # a pydantic field
+    ('        None, description="what it is (a unit)")', False),   # its keyword arguments
+    ("    step_ns: list[int] = field(default_factory=list)", False),
+    ("        self.queue_depth = queue_depth", False),        # an __init__ keeping its argument
+    ("        self.busy_ns = 0", False),
+    ("    ReportBuilder,", False),                            # a name of an import list
+    ('    (("prefill", "--tokens", "0"), "tokens must be"),', False),   # a table row
+    ('__all__ = ["a", "b"]', False),
+    ("I64 = npt.NDArray[np.int64]", False),                 # a type alias
+    ("    @property", False),
+    ("    def usable_GiB(self) -> float: ...", False),
+    ("        return key in self._held", True),
+    ("        if banks < 1:", True),
+    ("        out.append(key)", True),
+    ("    total = sum(sizes)", True),
+    ("    total: int = sum(sizes)", True),
+    ("        self.busy_ns += duration", True),
+    ("        self.rate = rate * 2", True),
+    ("    else:", True),
+])
+def test_logic_lines(kinds: ModuleType, line: str, logic: bool) -> None:
+    assert kinds.is_logic_line(line) is logic
+
+
+def test_a_row_is_logic_when_either_side_holds_a_line_of_logic(kinds: ModuleType, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("class A:\n" + "".join(f"    f{i}: int = 0\n" for i in range(6)))
+    (tmp_path / "b.py").write_text("def g(x):\n" + "".join(f"    x{i} = x + {i}\n" for i in range(6)))
+    (tmp_path / "c.py").write_text("class C:\n" + "".join(f"    g{i}: float = 1.5\n" for i in range(6)))
+    assert not kinds.row_is_logic("D1 a.py:2-7 ~ c.py:2-7 shape", tmp_path)
+    assert kinds.row_is_logic("D2 a.py:2-7 ~ b.py:2-7 shape (+1 more run)", tmp_path)
+    with pytest.raises(ValueError, match="not a duplicates row"):
+        kinds.row_is_logic("left out: 2 runs", tmp_path)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Literal, get_args
+from typing import Generic, Literal, TypeVar, get_args
 
 from moesim.errors import InputError
 from moesim.policies.decode.cache_base import ExpertCache, NoCache, check_capacity, distinct_keys, expert_keys
@@ -40,18 +40,40 @@ __all__ = ["ExpertCache", "LRUCache", "LFUCache", "PinnedLRUCache", "NoCache", "
 #: ``resident`` and ``mmap``, which need no cache object of their own)
 CacheName = Literal["none", "lru", "lfu", "pinned"]
 CACHE_POLICIES: tuple[CacheName, ...] = get_args(CacheName)
+V = TypeVar("V")
 
 
-class LRUCache(ExpertCache):
+class _KeyedCache(ExpertCache, Generic[V]):
+    """A cache whose evictable region is the keys of one dict, its policy's bookkeeping
+    (``_held``: LRU's use order, LFU's latest-use stamps)."""
+
+    def __init__(self, capacity: int, held: dict[int, V]) -> None:
+        super().__init__(capacity)
+        self._held = held
+
+    def _used(self) -> int:
+        return len(self._held)
+
+    def _evict(self, key: int) -> None:
+        del self._held[key]
+
+    def contains(self, key: int) -> bool:
+        return key in self._held
+
+    def resident(self) -> frozenset[int]:
+        return frozenset(self._held)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
+class LRUCache(_KeyedCache[None]):
     """Evicts the least recently used key outside the current set (an ``OrderedDict``,
     oldest first: O(set size + evictions) per access)."""
 
     def __init__(self, capacity: int) -> None:
-        super().__init__(capacity)
         self._order: OrderedDict[int, None] = OrderedDict()
-
-    def _used(self) -> int:
-        return len(self._order)
+        super().__init__(capacity, self._order)
 
     def _victims(self, n: int, protect: frozenset[int]) -> list[int]:
         out: list[int] = []
@@ -63,9 +85,6 @@ class LRUCache(ExpertCache):
                         break
         return out
 
-    def _evict(self, key: int) -> None:
-        del self._order[key]
-
     def _touch(self, keys: list[int], *, counted: bool) -> None:
         order = self._order
         for k in keys:
@@ -74,17 +93,8 @@ class LRUCache(ExpertCache):
             else:
                 order[k] = None
 
-    def contains(self, key: int) -> bool:
-        return key in self._order
 
-    def resident(self) -> frozenset[int]:
-        return frozenset(self._order)
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-
-class LFUCache(ExpertCache):
+class LFUCache(_KeyedCache[int]):
     """Evicts the least frequently used key outside the current set; ties go to the least
     recently used. A key's count is its number of accesses since the cache was made: it is kept
     for every key ever accessed and *not* reset on eviction (so a key that comes back is judged
@@ -94,14 +104,11 @@ class LFUCache(ExpertCache):
     """
 
     def __init__(self, capacity: int) -> None:
-        super().__init__(capacity)
         self._count: dict[int, int] = {}
         self._stamp: dict[int, int] = {}      # resident key -> stamp of its latest use
+        super().__init__(capacity, self._stamp)
         self._heap: list[tuple[int, int, int]] = []
         self._clock = 0
-
-    def _used(self) -> int:
-        return len(self._stamp)
 
     def _victims(self, n: int, protect: frozenset[int]) -> list[int]:
         out: list[tuple[int, int, int]] = []
@@ -116,9 +123,6 @@ class LFUCache(ExpertCache):
             heapq.heappush(heap, entry)
         return [entry[2] for entry in out]    # their entries are gone; _evict drops the stamps
 
-    def _evict(self, key: int) -> None:
-        del self._stamp[key]
-
     def _touch(self, keys: list[int], *, counted: bool) -> None:
         count, stamp, heap = self._count, self._stamp, self._heap
         for k in keys:
@@ -130,15 +134,6 @@ class LFUCache(ExpertCache):
         if len(heap) > 2 * len(stamp) + 64:
             self._heap = [(count.get(k, 0), s, k) for k, s in stamp.items()]
             heapq.heapify(self._heap)
-
-    def contains(self, key: int) -> bool:
-        return key in self._stamp
-
-    def resident(self) -> frozenset[int]:
-        return frozenset(self._stamp)
-
-    def __len__(self) -> int:
-        return len(self._stamp)
 
     def frequency(self, key: int) -> int:
         """Accesses of ``key`` so far (resident or not)."""

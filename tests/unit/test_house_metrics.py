@@ -3,6 +3,7 @@ own counts are the script's output, docs/house-metrics.md, and are not asserted 
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -12,14 +13,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def hm() -> ModuleType:
+def _script(name: str) -> ModuleType:
+    """A module of validation/, imported as its scripts import each other (by the folder's name)."""
     sys.path.insert(0, str(REPO / "validation"))
     try:
-        import house_metrics
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
-    return house_metrics
+
+
+@pytest.fixture(scope="module")
+def hm() -> ModuleType:
+    return _script("house_metrics")
 
 
 def _function(name: str, body_lines: int) -> str:
@@ -107,12 +112,7 @@ def test_report_without_the_tool(hm: ModuleType, tree: Path) -> None:
 
 @pytest.fixture(scope="module")
 def kinds() -> ModuleType:
-    sys.path.insert(0, str(REPO / "validation"))
-    try:
-        import dup_kinds
-    finally:
-        sys.path.pop(0)
-    return dup_kinds
+    return _script("dup_kinds")
 
 
 @pytest.mark.parametrize(("line", "logic"), [

@@ -6,7 +6,7 @@ the discrete-event simulation, so the two agree exactly (see moesim.cost.maxplus
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -16,14 +16,16 @@ from moesim.cost.ops import OpCost, layer_non_ffn, lm_head_op
 from moesim.cost.params import Backend, UFSParams
 from moesim.units import ns
 
-__all__ = ["ServiceTimes", "service_times", "pipeline_input"]
+__all__ = ["ServiceTimes", "service_times", "with_flash", "pipeline_input"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ServiceTimes:
     """The reusable profile of one (model, device, prompt routing): everything the
     evaluator needs for any G, B, Q. ``expert_costs[l][e]`` is the cost of expert ``e`` of
-    MoE layer ``l`` for its routed tokens; group times are sums of these."""
+    MoE layer ``l`` for its routed tokens; group times are sums of these. ``group_compute``
+    keeps them per group size once :func:`pipeline_input` has summed them; it does not depend
+    on the flash, so :func:`with_flash` hands it on."""
 
     model: str
     n_tokens: int
@@ -36,6 +38,8 @@ class ServiceTimes:
     counts: np.ndarray                       # [moe_layers, experts] routed tokens
     expert_costs: tuple[tuple[OpCost, ...], ...]
     num_dense_layers: int
+    group_compute: dict[int, tuple[tuple[tuple[bool, int], ...], ...]] = field(
+        default_factory=dict, compare=False, repr=False)     # G -> per MoE layer, each group's (active, ns)
 
 
 def service_times(model: ModelSpec, be: Backend, ufs: UFSParams, counts: np.ndarray, n_tokens: int) -> ServiceTimes:
@@ -68,17 +72,34 @@ def _group_ns(costs: tuple[OpCost, ...], call_overhead_ns: float) -> int:
     return ns(OpCost(mat, vec, rest + call_overhead_ns).total_ns)
 
 
+def with_flash(st: ServiceTimes, ufs: UFSParams) -> ServiceTimes:
+    """``st`` on another flash: the same compute (and the group sums already made), ``ufs``'s reads."""
+    return replace(st, latency_ns=ns(ufs.latency_ns), B_per_ns=ufs.B_per_ns)
+
+
+def _group_compute(st: ServiceTimes, group_size: int) -> tuple[tuple[tuple[bool, int], ...], ...]:
+    """Per MoE layer, each group's (active, compute ns) in expert-id order, kept in ``st``."""
+    known = st.group_compute.get(group_size)
+    if known is not None:
+        return known
+    n_exp = st.counts.shape[1]
+    out = []
+    for row, costs in zip(st.counts.tolist(), st.expert_costs):
+        layer = []
+        for first in range(0, n_exp, group_size):
+            active = any(row[first:first + group_size])
+            layer.append((active, _group_ns(costs[first:first + group_size], st.call_overhead_ns) if active else 0))
+        out.append(tuple(layer))
+    st.group_compute[group_size] = table = tuple(out)
+    return table
+
+
 def pipeline_input(st: ServiceTimes, group_size: int) -> PipelineInput:
     """Group the experts of every MoE layer by ``group_size`` in expert-id order."""
     groups: list[tuple[GroupTimes, ...]] = [() for _ in range(st.num_dense_layers)]
     n_exp = st.counts.shape[1]
-    for row, costs in zip(st.counts.tolist(), st.expert_costs):
-        layer = []
-        for first in range(0, n_exp, group_size):
-            last = min(first + group_size, n_exp)
-            active = any(row[first:last])
-            n_bytes = st.expert_B * (last - first)
-            compute = _group_ns(costs[first:last], st.call_overhead_ns) if active else 0
-            layer.append(GroupTimes(active, compute, ns(n_bytes / st.B_per_ns)))
-        groups.append(tuple(layer))
+    sizes = [min(first + group_size, n_exp) - first for first in range(0, n_exp, group_size)]
+    transfer = [ns(st.expert_B * size / st.B_per_ns) for size in sizes]
+    for layer in _group_compute(st, group_size):
+        groups.append(tuple(GroupTimes(active, compute, t) for (active, compute), t in zip(layer, transfer)))
     return PipelineInput(st.non_ffn_ns, tuple(groups), st.tail_ns, st.latency_ns)

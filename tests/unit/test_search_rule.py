@@ -10,8 +10,8 @@ import pytest
 
 from moesim.config.catalog import load_model
 from moesim.config.prefill import EStreamPolicy, PrefillRun
-from moesim.cost.params import npu_backend, ufs_params
-from moesim.cost.pipeline import service_times
+from moesim.cost.params import UFSParams, npu_backend, ufs_params
+from moesim.cost.pipeline import pipeline_input, service_times, with_flash
 from moesim.errors import InputError
 from moesim.policies.prefill.search import (
     TIE_TOLERANCE,
@@ -91,3 +91,21 @@ def test_prefill_holds_the_profiles_queue_depth(tiny_profile, given) -> None:  #
         res = simulate_routing(run, olmoe, tiny_profile, routing).to_dict()
         assert res["config"]["autoconfigured"] is True
         assert res["config"]["queue_depth"] == (given or 2)
+
+
+def test_another_flash_reuses_the_group_sums_and_gives_the_same_input(tiny_profile) -> None:  # type: ignore[no-untyped-def]
+    """``with_flash`` (what ``moesim require`` does at each flash rate) equals building the
+    service times on that flash, for every group size, and reuses the compute already summed."""
+    olmoe = load_model("olmoe-1b-7b")
+    counts = routing_counts(np.random.default_rng(3).integers(0, 64, size=(40, 16, 8)), 64)
+    counts[0, :5] = 0                                      # inactive experts: partial and empty groups
+    be = npu_backend(tiny_profile)
+    st = service_times(olmoe, be, ufs_params(tiny_profile), counts, 40)
+    slow = UFSParams(latency_ns=250_000.0, B_per_ns=0.9)
+    moved = with_flash(st, slow)
+    fresh = service_times(olmoe, be, slow, counts, 40)
+    for g in (1, 3, 7, 64):
+        before = pipeline_input(st, g)                    # sums the groups once, kept in st
+        assert pipeline_input(moved, g) == pipeline_input(fresh, g)
+        assert before != pipeline_input(moved, g)         # the reads did change
+    assert moved.group_compute is st.group_compute and set(st.group_compute) == {1, 3, 7, 64}

@@ -23,8 +23,8 @@ from moesim.config.device import GPUServerProfile, MobileNPUProfile
 from moesim.config.model import ModelSpec
 from moesim.config.prefill import EStreamPolicy, PrefillRun
 from moesim.config.profiles import override_profile
-from moesim.cost.params import npu_backend, ufs_params
-from moesim.cost.pipeline import service_times
+from moesim.cost.params import Backend, npu_backend, ufs_params
+from moesim.cost.pipeline import ServiceTimes, service_times, with_flash
 from moesim.cost.verify import ar_time, comm_time, forward_bytes, runtime_time, verify_params
 from moesim.errors import InputError
 from moesim.limits import check_prompt_tokens
@@ -70,6 +70,7 @@ class PrefillWorkload:
         self.routing, self.provenance = prompt_routing(self.model, self.tokens, path=self.trace, seed=self.seed)
         self.counts = routing_counts(self.routing, self.model.moe.num_routed_experts)
         self._profiles: dict[tuple[tuple[str, float], ...], StoredProfile] = {}
+        self._times: dict[Backend, ServiceTimes] = {}    # one compute side per NPU, whatever the flash
 
     def _run(self, res: Resource, value: float) -> tuple[PrefillRun, MobileNPUProfile]:
         extra = overrides_at(res, self.device, value)
@@ -83,7 +84,11 @@ class PrefillWorkload:
 
     def _stored(self, device: MobileNPUProfile, key: tuple[tuple[str, float], ...]) -> StoredProfile:
         if key not in self._profiles:
-            st = service_times(self.model, npu_backend(device), ufs_params(device), self.counts, self.tokens)
+            be = npu_backend(device)
+            known = self._times.get(be)
+            st = (service_times(self.model, be, ufs_params(device), self.counts, self.tokens) if known is None
+                  else with_flash(known, ufs_params(device)))
+            self._times.setdefault(be, st)
             self._profiles[key] = build_profile(st)
         return self._profiles[key]
 

@@ -1,6 +1,6 @@
 """Expert placement from the co-activation graph against frequency and id order (issue 16, item 3).
 
-    python validation/decode_placement.py [--tokens 64]
+    python validation/decode_placement.py [--tokens 64]     # the page in the repository: --tokens 48
 
 For the models with a real decode trace that do not fit (or barely fit) the phone, at a cache of
 10% and 25% of their routed experts: the pinned hot set chosen from the co-activation graph vs by

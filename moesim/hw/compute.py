@@ -27,12 +27,15 @@ class ComputeUnit:
         self.busy_ns = 0
         self.mat_busy_ns = 0
         self.vec_busy_ns = 0
+        self._free_at = 0      # when the operator last submitted ends
 
     def run(self, cost: OpCost, op: str, layer: int = -1, group: int = -1,
             n_bytes: int = 0) -> Generator[Any, Any, None]:
-        start = self.sim.now
+        now = self.sim.now
+        start = self._free_at if self._free_at > now else now   # one operator at a time, in submission order
         duration = ns(cost.total_ns)
-        yield self.sim.env.timeout(duration)
+        self._free_at = start + duration
+        yield self.sim.env.timeout(start + duration - now)     # one event: a lone driver never waits here
         rec = self.sim.recorder
         rec.span(start, start + duration, self.name, op, layer, group, n_bytes)
         # unit spans end where the operator's rounding puts them, so they never outlast it

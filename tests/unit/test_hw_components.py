@@ -383,9 +383,6 @@ def test_compute_unit_spans_stay_inside_their_operator() -> None:
         assert ops[(layer, group)][0] <= start <= end <= ops[(layer, group)][1]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "contract gap in hw/compute.py: 'runs one operator at a time' holds only when one process "
-    "drives the unit (as the prefill workloads do); two processes submitting at once overlap"))
 def test_compute_serialises_operators_submitted_at_once() -> None:
     sim = Sim()
     npu = ComputeUnit(sim, "npu", "hmx", "hvx")

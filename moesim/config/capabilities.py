@@ -1,9 +1,15 @@
-"""What prefill needs from a device, as protocols (Ciw's plug-ins as protocols): DRAM, flash, an
-NPU's matrix and vector units, the CPU, the NPU's expert arena and the OS page cache, each the
-numbers prefill actually reads. Prefill (``simulate/prefill.py``, ``policies/prefill/``, the cost
-functions it calls) is typed against :class:`PrefillDevice`, not a profile class: the phone
-profile (:class:`~moesim.config.phone.MobileNPUProfile`) is one such device, and any other object
-with these numbers (a laptop NPU with NVMe flash, built in Python) runs prefill too.
+"""What the workloads need from a device, as protocols (Ciw's plug-ins as protocols): DRAM, flash,
+an NPU's matrix and vector units, the CPU, the NPU's expert arena and the OS page cache, each the
+numbers a workload actually reads. Prefill (``simulate/prefill.py``, ``policies/prefill/``, the
+cost functions it calls) is typed against :class:`PrefillDevice`, and decode
+(``simulate/decode/``, ``policies/decode/memory.py``, ``cost/decode_backend.py``) against
+:class:`DecodeDevice`, not a profile class: both share the :class:`StreamingDevice` sections
+(what :mod:`moesim.cost.params` prices and reads with); prefill adds the phone baselines' sections
+and the power figures, decode an NPU with its one-token rates (:class:`DecodeNPU`). The phone
+profile (:class:`~moesim.config.phone.MobileNPUProfile`) is both, and any other object with these
+numbers (a laptop NPU with NVMe flash, built in Python) runs prefill and decode too; one that lacks
+a number is refused before the run, naming it (:func:`lacking`, asked by
+:func:`moesim.config.profiles.prefill_device` and :func:`~moesim.config.profiles.decode_device`).
 
 The numbers keep the names of the profile sections that first held them (``hmx_*`` for the
 matrix unit, ``hvx_*`` for the vector unit, after the Hexagon HTP); another accelerator gives its
@@ -14,13 +20,15 @@ own units' numbers under those names. A number a device does not know is None, a
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
+from functools import cache
 from typing import Protocol, runtime_checkable
 
 from moesim.config.phone import AdrenoSection, PowerSection, QNNSection, UncertaintySection
 
-__all__ = ["Required", "DRAM", "Flash", "MatrixVectorUnit", "CPU", "Arena", "PageCache", "ProfileData",
-           "PrefillDevice"]
+__all__ = ["Required", "DRAM", "Flash", "MatrixVectorUnit", "DecodeNPU", "CPU", "Arena", "PageCache", "ProfileData",
+           "StreamingDevice", "PrefillDevice", "DecodeDevice", "numbers", "lacking"]
 
 
 class Required(Protocol):
@@ -153,12 +161,11 @@ class ProfileData(Protocol):
     def model_dump(self, *, mode: str = ...) -> Mapping[str, object]: ...
 
 
-@runtime_checkable
-class PrefillDevice(ProfileData, Protocol):
-    """Everything prefill reads of a device. ``runtime`` is the OS page cache; ``adreno`` and
-    ``qnn`` are the phone baselines' own sections (the mobile GPU, QNN's context binaries),
-    ``uncertainty`` and ``power`` the prediction bands and power figures: None where a device has
-    none (then its results have no intervals, no energy, and those baselines are refused)."""
+class StreamingDevice(ProfileData, Protocol):
+    """The sections both workloads read: DRAM, the flash the experts stream from, the NPU, the
+    CPU, the arena, the OS page cache (``runtime``) and the prediction bands (``uncertainty``:
+    None where a device has none, then its results have no intervals). The backends and reads of
+    :mod:`moesim.cost.params` take this much."""
 
     @property
     def memory(self) -> DRAM: ...
@@ -174,9 +181,78 @@ class PrefillDevice(ProfileData, Protocol):
     def runtime(self) -> PageCache: ...
     @property
     def uncertainty(self) -> UncertaintySection | None: ...
+
+
+@runtime_checkable
+class PrefillDevice(StreamingDevice, Protocol):
+    """Everything prefill reads of a device: the streaming sections, and ``adreno`` and ``qnn``,
+    the phone baselines' own sections (the mobile GPU, QNN's context binaries), and ``power``, the
+    power figures: None where a device has none (then its results have no energy, and those
+    baselines are refused)."""
+
     @property
     def power(self) -> PowerSection | None: ...
     @property
     def adreno(self) -> AdrenoSection | None: ...
     @property
     def qnn(self) -> QNNSection | None: ...
+
+
+class DecodeNPU(MatrixVectorUnit, Protocol):
+    """The NPU as one-token decode reads it besides: the rate its vector unit reads quantised
+    weights from DRAM at, and each layer's dispatch (moesim.cost.decode_backend); None where the
+    device does not know them, and decode runs the prefill tile pipeline."""
+
+    @property
+    def decode_weight_GBps(self) -> float | None: ...
+    @property
+    def decode_layer_overhead_us(self) -> float | None: ...
+
+
+@runtime_checkable
+class DecodeDevice(StreamingDevice, Protocol):
+    """Everything decode reads of a device: the streaming sections, with an NPU that has its decode
+    rates (:class:`DecodeNPU`). No baseline of decode needs a phone's own section."""
+
+    @property
+    def npu(self) -> DecodeNPU: ...
+
+
+def numbers(capability: type) -> dict[str, object]:
+    """The numbers (and sections) of the protocol ``capability`` and its protocol bases, in their
+    order, each with the type it returns: what a device of that kind has."""
+    return {name: kind for name, kind in _members(capability).items() if kind is not None}
+
+
+def lacking(device: object, capability: type) -> str | None:
+    """The dotted name of the first member of the protocol ``capability`` that ``device`` does not
+    have, its sections' members looked for in them (``npu.decode_weight_GBps``); None when it has
+    them all. A number the device does not know is there, as None: only an absent one counts
+    (``isinstance`` with a runtime-checkable protocol looks at the sections' names alone)."""
+    for name, kind in _members(capability).items():
+        if not hasattr(device, name):
+            return name
+        inner = lacking(getattr(device, name), kind) if isinstance(kind, type) and _is_protocol(kind) else None
+        if inner is not None:
+            return f"{name}.{inner}"
+    return None
+
+
+def _is_protocol(kind: type) -> bool:
+    return kind is not Protocol and bool(getattr(kind, "_is_protocol", False))
+
+
+@cache
+def _members(capability: type) -> dict[str, object]:
+    """A protocol's members and its protocol bases', in their order: a property's return type, a
+    method's None (a subclass's property replaces its base's)."""
+    out: dict[str, object] = {}
+    for klass in reversed(capability.__mro__):
+        if not _is_protocol(klass):
+            continue
+        for name, value in vars(klass).items():
+            if isinstance(value, property):
+                out[name] = typing.get_type_hints(value.fget)["return"]
+            elif callable(value) and not name.startswith("_"):
+                out[name] = None
+    return out

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from moesim.config.base import Frozen
-from moesim.config.capabilities import PrefillDevice, ProfileData
+from moesim.config.capabilities import DecodeDevice, PrefillDevice, ProfileData, lacking
 from moesim.config.device import PROFILE_ADAPTER, AnyProfile, GPUServerProfile, HostProfile, MobileNPUProfile
 from moesim.config.loading import bundled_or_path, check_own_name, read_toml, validate_union
 from moesim.config.overrides import check_override_key, override_profile, settable_fields
@@ -27,7 +27,7 @@ from moesim.units import UNIT_SUFFIXES, unit_of
 
 __all__ = ["profile_dir", "profile_names", "load_profile", "load_profile_of", "list_profiles", "profile_hash",
            "override_profile", "check_override_key", "settable_fields", "write_profile", "AnyProfile",
-           "phone_profile", "prefill_device", "gpu_profile"]
+           "phone_profile", "prefill_device", "decode_device", "gpu_profile"]
 
 _NON_NUMERIC_TABLES = {"provenance"}
 
@@ -152,13 +152,35 @@ def prefill_device(device: str | Path | AnyProfile | PrefillDevice,
     applied; another kind of profile is refused), or any other object with the numbers prefill
     reads (:class:`~moesim.config.capabilities.PrefillDevice`, built in Python), as it is: a
     what-if on such a device is another device built with other numbers, so ``overrides`` are
-    refused for it."""
+    refused for it, and so is one that lacks a number prefill reads (the error names it)."""
     if isinstance(device, (str, Path, MobileNPUProfile, GPUServerProfile, HostProfile)):
-        return phone_profile(device, overrides)
+        return phone_profile(device, overrides, "prefill")
+    return _built(device, overrides, PrefillDevice, "prefill")
+
+
+def decode_device(device: str | Path | AnyProfile | DecodeDevice,
+                  overrides: dict[str, float] | None = None) -> DecodeDevice:
+    """The device a decode runs on, as :func:`prefill_device` resolves prefill's: a phone
+    profile, or any object with the numbers decode reads
+    (:class:`~moesim.config.capabilities.DecodeDevice`)."""
+    if isinstance(device, (str, Path, MobileNPUProfile, GPUServerProfile, HostProfile)):
+        return phone_profile(device, overrides, "decode")
+    return _built(device, overrides, DecodeDevice, "decode")
+
+
+D = TypeVar("D", bound=ProfileData)
+
+
+def _built(device: D, overrides: dict[str, float] | None, capability: type, workload: str) -> D:
+    """``device``, built in Python, when it has every number of ``capability`` and no ``overrides``."""
+    built = f"{device.name} is a {type(device).__name__} built in Python"
     if overrides:
-        raise InputError("overrides (--set)", f"apply to a device profile (TOML); {device.name} is a "
-                         f"{type(device).__name__} built in Python: build it with the numbers instead",
-                         show_value=False)
+        raise InputError("overrides (--set)", f"apply to a device profile (TOML); {built}: build it with the numbers "
+                         "instead", show_value=False)
+    missing = lacking(device, capability)
+    if missing is not None:
+        raise InputError(missing, f"is a number {workload} reads of a device; {built} without it (None where the "
+                         "device does not know it)", show_value=False)
     return device
 
 

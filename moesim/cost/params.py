@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from moesim.config.capabilities import PrefillDevice
+from moesim.config.capabilities import PrefillDevice, StreamingDevice
 from moesim.cost.htp import TilePipeline
 from moesim.cost.hvx import hvx_dequant_GBps_limit
 from moesim.errors import InputError
@@ -61,7 +61,7 @@ class UFSParams:
 NPURuntime = Literal["estream", "llamacpp"]
 
 
-def npu_backend(p: PrefillDevice, runtime: NPURuntime = "estream") -> Backend:
+def npu_backend(p: StreamingDevice, runtime: NPURuntime = "estream") -> Backend:
     """The HTP under ``runtime``. With ``htp.hvx_efficiency_ratio`` and ``htp.dma_GBps`` set, matrix
     multiplies run the tile pipeline of :mod:`moesim.cost.htp` (DMA into VTCM, HVX dequantisation,
     HMX): the HVX rates are their issue limits at the profile's clock and HVX contexts
@@ -101,13 +101,13 @@ def npu_backend(p: PrefillDevice, runtime: NPURuntime = "estream") -> Backend:
                 softmax_vec_ns_per_score=0.0 if on_hvx else softmax)
 
 
-def _hmx_flop_per_ns(p: PrefillDevice, runtime: NPURuntime) -> float:
+def _hmx_flop_per_ns(p: StreamingDevice, runtime: NPURuntime) -> float:
     """The HMX rate ``runtime``'s matmul kernels sustain (llama.cpp's: ``htp.llamacpp_hmx_ratio`` of it)."""
     ratio = p.npu.llamacpp_hmx_ratio if runtime == "llamacpp" and p.npu.llamacpp_hmx_ratio is not None else 1.0
     return p.npu.require("hmx_fp16_TFLOPS", p.name) * 1e3 * ratio
 
 
-def _npu_backend_one_rate(p: PrefillDevice, runtime: NPURuntime = "estream") -> Backend:
+def _npu_backend_one_rate(p: StreamingDevice, runtime: NPURuntime = "estream") -> Backend:
     """The HTP with weight intake folded into one effective rate (``htp.q4_0_dequant_GBps``),
     never faster than the HVX packet model allows: the calibration of issue 4, kept until the
     tile pipeline's numbers are fitted (docs/background/prefill-model.md)."""
@@ -115,7 +115,7 @@ def _npu_backend_one_rate(p: PrefillDevice, runtime: NPURuntime = "estream") -> 
     return _npu(p, runtime, _hmx_flop_per_ns(p, runtime), min(p.npu.require("q4_0_dequant_GBps", p.name), limit))
 
 
-def _npu(p: PrefillDevice, runtime: NPURuntime, mat_flop_per_ns: float, weight_B_per_ns: float,
+def _npu(p: StreamingDevice, runtime: NPURuntime, mat_flop_per_ns: float, weight_B_per_ns: float,
          **extra: Any) -> Backend:
     """What both NPU models share: DRAM-rate element-wise passes, HMX tiles, call and layer costs."""
     dispatch = p.npu.group_dispatch_us if runtime == "estream" else None
@@ -133,7 +133,7 @@ def _npu(p: PrefillDevice, runtime: NPURuntime, mat_flop_per_ns: float, weight_B
     )
 
 
-def cpu_backend(p: PrefillDevice, repacked: bool = True) -> Backend:
+def cpu_backend(p: StreamingDevice, repacked: bool = True) -> Backend:
     """llama.cpp-like CPU execution: dense products at the Q4_0 GEMM rate, routed experts one GEMV
     per routed token at ``cpu.routed_gemv_GFLOPS`` (llama.cpp's MUL_MAT_ID on repacked Q4_0;
     docs/background/prefill-model.md, 'The CPU baseline'), weights read from DRAM at the rate the
@@ -177,7 +177,7 @@ def gpu_backend(p: PrefillDevice) -> Backend:
     )
 
 
-def check_queue_depth(q: int, device: PrefillDevice) -> int:
+def check_queue_depth(q: int, device: StreamingDevice) -> int:
     """``q`` when the device's UFS queue has that many slots, else the one-line error."""
     if q > device.flash.queue_slots_count:
         raise InputError("queue_depth", f"must be <= the UFS queue slots of {device.name} "
@@ -185,7 +185,7 @@ def check_queue_depth(q: int, device: PrefillDevice) -> int:
     return q
 
 
-def ufs_params(p: PrefillDevice, into_arena: bool = True) -> UFSParams:
+def ufs_params(p: StreamingDevice, into_arena: bool = True) -> UFSParams:
     """UFS reads; ``into_arena``: reads into an NPU bank, each followed by the bank's cache
     maintenance (``arena.ready_latency_us``) before the NPU may use it (page-cache reads of the
     mmap baseline have none; they go through the page cache, at most at

@@ -13,8 +13,8 @@ expert (refused here when they do not fit the DRAM), which is always at least th
 
 from __future__ import annotations
 
+from moesim.config.capabilities import DecodeDevice
 from moesim.config.decode import DecodeRun
-from moesim.config.device import MobileNPUProfile
 from moesim.config.formats import WeightFormat
 from moesim.config.model import RECIPES, ModelSpec
 from moesim.cost.memory import activation_bytes
@@ -36,7 +36,7 @@ def verified_tokens(run: DecodeRun) -> int:
     return run.gamma if run.selector != "none" else 1
 
 
-def decode_memory(model: ModelSpec, device: MobileNPUProfile, run: DecodeRun) -> dict[str, int]:
+def decode_memory(model: ModelSpec, device: DecodeDevice, run: DecodeRun) -> dict[str, int]:
     """Bytes outside the expert cache: resident non-expert weights, the draft head, the KV cache
     of ``context + tokens`` positions, one step's activations and the runtime."""
     verified = verified_tokens(run)
@@ -87,7 +87,7 @@ def check_smallest_cache(run: DecodeRun, model: ModelSpec, cache_B: int) -> int:
     return slots
 
 
-def cache_bytes(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile,
+def cache_bytes(run: DecodeRun, model: ModelSpec, device: DecodeDevice,
                 memory: dict[str, int]) -> tuple[int, str | None]:
     """The expert cache in bytes, and a note for the user when the default cache stops at all the
     experts (``memory``: the run's bytes outside the cache)."""
@@ -116,7 +116,7 @@ def cache_bytes(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile,
     return left, None
 
 
-def _no_room(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, memory: dict[str, int]) -> InputError:
+def _no_room(run: DecodeRun, model: ModelSpec, device: DecodeDevice, memory: dict[str, int]) -> InputError:
     """No DRAM left for the expert cache: the error names the largest part's setting (the
     context and tokens for the KV cache, the model for its weights, the profile's runtime)."""
     parts = ", ".join(f"{k} {v / GiB:.2f}" for k, v in memory.items())

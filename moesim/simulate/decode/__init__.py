@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import time
 
+from moesim.config.capabilities import DecodeDevice
 from moesim.config.decode import DecodeRun
-from moesim.config.device import MobileNPUProfile
 from moesim.cost.decode_backend import cpu_decode_backend, npu_decode_backend
 from moesim.policies.decode.memory import decode_memory, expert_bytes
 from moesim.progress import Update, phase
@@ -28,9 +28,12 @@ __all__ = ["simulate_decode", "plan_decode", "DecodePlan", "replay_decode", "Dec
 
 
 def simulate_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
-                    profile: MobileNPUProfile | None = None, progress: Update | None = None) -> DecodeResult:
+                    profile: DecodeDevice | None = None, progress: Update | None = None) -> DecodeResult:
     """Simulate ``run.tokens`` decode steps of ``run.model`` on a phone with an expert cache;
-    ``progress(done, total)`` is called after every step with the tokens decoded so far."""
+    ``progress(done, total)`` is called after every step with the tokens decoded so far.
+    ``profile`` replaces ``run.device`` with an in-memory profile or any other device with the
+    numbers decode reads (:class:`~moesim.config.capabilities.DecodeDevice`); ``run.overrides``
+    apply to a profile (:func:`~moesim.config.profiles.decode_device`)."""
     wall0 = time.perf_counter()
     plan = plan_decode(run, trace, profile=profile)
     phase("simulating")

@@ -1,6 +1,7 @@
 """``plan_decode``: the resolve and plan stages of phone decode, one frozen :class:`DecodePlan`.
 
-Resolve: the model, the phone profile (with the run's overrides) and the trace's decode tokens.
+Resolve: the model, the device (a phone profile with the run's overrides, or any
+:class:`~moesim.config.capabilities.DecodeDevice`) and the trace's decode tokens.
 Plan: the compute backend, the memory outside the expert cache, the cache (its bytes, its slots
 against the smallest a run may have, the keys it starts with), the predictors, the speculation
 and how a miss is read. Every check of the run against the model and the device happens here,
@@ -15,11 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from moesim.config.capabilities import DecodeDevice
 from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
-from moesim.config.device import MobileNPUProfile
 from moesim.config.model import ModelSpec
-from moesim.config.profiles import phone_profile
+from moesim.config.profiles import decode_device
 from moesim.config.specdecode import AlternativeRouting
 from moesim.cost.decode_backend import decode_backend
 from moesim.cost.ops import attention_op, ffn_op, is_attention_layer, lm_head_op
@@ -99,7 +100,7 @@ class DecodePlan:
 
     run: DecodeRun
     model: ModelSpec
-    device: MobileNPUProfile
+    device: DecodeDevice
     tokens: DecodeTokens
     backend: Backend
     expert_B: int
@@ -113,7 +114,7 @@ class DecodePlan:
 
 
 def plan_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
-                profile: MobileNPUProfile | None = None) -> DecodePlan:
+                profile: DecodeDevice | None = None) -> DecodePlan:
     """Resolve ``run`` (``trace`` and ``profile`` replace the run's when given) and plan it."""
     model, device, tokens = _resolve(run, trace, profile)
     be = decode_backend(device, run.backend)
@@ -132,12 +133,12 @@ def plan_decode(run: DecodeRun, trace: RoutingTrace | None = None, *,
 
 
 def _resolve(run: DecodeRun, trace: RoutingTrace | None,
-             profile: MobileNPUProfile | None) -> tuple[ModelSpec, MobileNPUProfile, DecodeTokens]:
+             profile: DecodeDevice | None) -> tuple[ModelSpec, DecodeDevice, DecodeTokens]:
     if isinstance(run.routing, AlternativeRouting):
         raise InputError("draft-routing", "alternative is not supported by decode (use mixture, nearby, request, "
                          "trace or same-position)", "alternative")
     model = load_model(run.model)
-    device = phone_profile(profile if profile is not None else run.device, run.overrides, "decode")
+    device = decode_device(profile if profile is not None else run.device, run.overrides)
     tr = resolve_trace(run, model, trace)
     keep, bounds = decode_runs(tr)
     tokens = DecodeTokens(experts=tr.experts[keep], bounds=bounds,
@@ -146,7 +147,7 @@ def _resolve(run: DecodeRun, trace: RoutingTrace | None,
     return model, device, tokens
 
 
-def _cache(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, memory: dict[str, int],
+def _cache(run: DecodeRun, model: ModelSpec, device: DecodeDevice, memory: dict[str, int],
            experts: I16) -> CachePlan:
     cache_B, note = cache_bytes(run, model, device, memory)
     slots = check_smallest_cache(run, model, cache_B)
@@ -208,10 +209,10 @@ def _draft_ns(run: DecodeRun, model: ModelSpec, be: Backend) -> float:
     return total
 
 
-def _reads(run: DecodeRun, model: ModelSpec, device: MobileNPUProfile, ufs: UFSParams, w: int,
+def _reads(run: DecodeRun, model: ModelSpec, device: DecodeDevice, ufs: UFSParams, w: int,
            experts: I16) -> Reads:
-    """How a miss is read: UFS reads at the run's queue depth (in read groups), or mmap faults."""
-    queue_depth = check_queue_depth(run.queue_depth or device.ufs.default_queue_depth_count, device)
+    """How a miss is read: flash reads (UFS on a phone) at the run's queue depth (in read groups), or mmap faults."""
+    queue_depth = check_queue_depth(run.queue_depth or device.flash.default_queue_depth_count, device)
     readahead = int(device.runtime.readahead_KiB * KiB) if run.cache_policy == "mmap" else None
     return Reads(ufs, queue_depth, w, readahead, _layout(run, experts, model.moe.num_routed_experts,
                                                          model.num_moe_layers))

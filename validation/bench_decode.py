@@ -14,7 +14,7 @@ import argparse
 import sys
 import time
 
-from _script import write_page
+from _script import count, write_page
 
 from moesim.config.decode import DecodeRun
 from moesim.simulate.decode import simulate_decode
@@ -29,7 +29,7 @@ SETTINGS = {
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=count, default=3)
     args = ap.parse_args(argv)
     simulate_decode(DecodeRun(model="mixtral-8x7b", tokens=4))    # load the trace once
     rows = []

@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from _script import write_page
+from _script import count, write_page
 
 from moesim.config.catalog import load_model
 from moesim.config.decode import DecodeRun
@@ -36,7 +36,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--tokens", type=count, default=64)
     args = ap.parse_args(argv)
     points = []
     for name_of_model in MODELS:

@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from _script import write_page
+from _script import count, write_page
 
 from moesim.config.specdecode import SpecDecodeRun
 from moesim.progress import track
@@ -33,7 +33,7 @@ RULES = {"confidence": {"selector": "confidence"},
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--passes", type=count, default=2)
     args = ap.parse_args(argv)
     points = [(m, r, b, t) for m in MODELS for r in RULES for b in (1, 2, 4, 8) for t in (0.0, 1.0)
               if not (m == "deepseek-v3.1" and r == "ecospec")]

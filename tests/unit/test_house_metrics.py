@@ -4,6 +4,7 @@ own counts are the script's output, docs/house-metrics.md, and are not asserted 
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -149,3 +150,15 @@ def test_a_row_is_logic_when_either_side_holds_a_line_of_logic(kinds: ModuleType
     assert kinds.row_is_logic("D2 a.py:2-7 ~ b.py:2-7 shape (+1 more run)", tmp_path)
     with pytest.raises(ValueError, match="not a duplicates row"):
         kinds.row_is_logic("left out: 2 runs", tmp_path)
+
+
+@pytest.mark.parametrize(("script", "option", "value"), [
+    ("decode_placement.py", "--tokens", "0"), ("bench_decode.py", "--repeats", "-3"),
+    ("specdecode_batch_temperature.py", "--passes", "x")])
+def test_validation_scripts_refuse_a_count_below_one_in_one_line(script: str, option: str, value: str) -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "validation" / script), option, value],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines()[-1].endswith(f"error: argument {option}: must be a whole number >= 1, got "
+                                                 + (repr(value) if value == "x" else value))
+    assert "Traceback" not in proc.stderr
